@@ -1,0 +1,128 @@
+"""GPUNode: Pitcrew's record of one GPU node, same name as the Node.
+
+The status is the operator's memory. Phase, the running remediation (action,
+attempt, start) and the drain in progress live here, so a restarted or newly
+elected operator resumes mid-drain from the object alone. Two writers share
+the status by server-side apply, each owning its own fields: the node agent
+(field manager ``pitcrew-agent``) owns ``checks``, ``gpus`` and
+``lastHeartbeat``; the operator (``pitcrew-operator``) owns everything else.
+"""
+
+from __future__ import annotations
+
+import datetime
+from enum import StrEnum
+from typing import ClassVar
+
+from gpuhealth.report import CheckResult, FaultClass, GpuIdentity
+from pydantic import ConfigDict, Field
+
+from pitcrew.api.meta import ApiModel, Condition, cel, conditions_field, validations
+from pitcrew.api.policy import RemediationAction
+
+HISTORY_LIMIT = 50
+
+
+class Phase(StrEnum):
+    PENDING = "Pending"
+    VALIDATING = "Validating"
+    HEALTHY = "Healthy"
+    SUSPECT = "Suspect"
+    QUARANTINED = "Quarantined"
+    DRAINING = "Draining"
+    REMEDIATING = "Remediating"
+    RETIRED = "Retired"
+    SPARE = "Spare"
+    EXCLUDED = "Excluded"
+
+
+class GPUNodeSpec(ApiModel):
+    node_name: str = Field(min_length=1, max_length=253,
+                           description="The Node this record is about (equals metadata.name).")
+
+
+class GpuStatus(GpuIdentity):
+    """Per-GPU summary written by the agent."""
+
+    healthy: bool = True
+    temperature_c: float | None = None
+    power_w: float | None = None
+
+
+class ChecksStatus(ApiModel):
+    """The latest gpuhealth report, as the agent last wrote it."""
+
+    report_time: datetime.datetime | None = None
+    backend: str = Field(default="", max_length=16)
+    suite: str = Field(default="", max_length=16)
+    results: list[CheckResult] = Field(default_factory=list, max_length=1024)
+
+
+class RemediationStatus(ApiModel):
+    action: RemediationAction
+    fault_class: FaultClass
+    step: int = Field(ge=0, description="Index of the rung in the ladder.")
+    attempt: int = Field(ge=1)
+    started_at: datetime.datetime
+    reference: str = Field(default="", max_length=253,
+                           description="Job name, webhook idempotency key or BMC task.")
+
+
+class DrainStatus(ApiModel):
+    started_at: datetime.datetime
+    pending: list[str] = Field(default_factory=list, max_length=1024,
+                               description="namespace/name of pods still to evict.")
+    evicted: int = 0
+    blocked_by: str = Field(default="", max_length=1024,
+                            description="Why the last eviction was refused (PDB name).")
+
+
+class Transition(ApiModel):
+    time: datetime.datetime
+    from_phase: Phase = Field(alias="from")
+    to_phase: Phase = Field(alias="to")
+    reason: str = Field(max_length=128)
+
+
+class GPUNodeStatus(ApiModel):
+    observed_generation: int = 0
+    phase: Phase = Phase.PENDING
+    phase_since: datetime.datetime | None = None
+    reason: str = Field(default="", max_length=128)
+    message: str = Field(default="", max_length=4096)
+    policy: str = Field(default="", max_length=253)
+    gpu_count: int = 0
+    healthy_gpus: int = 0
+    gpus: list[GpuStatus] = Field(default_factory=list, max_length=64)
+    checks: ChecksStatus = Field(default_factory=ChecksStatus)
+    last_heartbeat: datetime.datetime | None = None
+    remediation: RemediationStatus | None = None
+    drain: DrainStatus | None = None
+    remediations: list[datetime.datetime] = Field(
+        default_factory=list, max_length=100,
+        description="Start times of past remediations, for lemon detection.")
+    history: list[Transition] = Field(default_factory=list, max_length=HISTORY_LIMIT)
+    conditions: list[Condition] = conditions_field()
+
+
+class GPUNode(ApiModel):
+    """Cluster-scoped record of one GPU node's health and lifecycle."""
+
+    model_config = ConfigDict(json_schema_extra=validations(
+        cel("self.metadata.name == self.spec.nodeName",
+            "spec.nodeName must equal metadata.name: a GPUNode is named after its Node"),
+    ))
+
+    KIND: ClassVar[str] = "GPUNode"
+    PLURAL: ClassVar[str] = "gpunodes"
+    SHORT_NAMES: ClassVar[list[str]] = ["gpun"]
+    PRINTER_COLUMNS: ClassVar[list[dict[str, str]]] = [
+        {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+        {"name": "GPUs", "type": "integer", "jsonPath": ".status.gpuCount"},
+        {"name": "Healthy", "type": "integer", "jsonPath": ".status.healthyGpus"},
+        {"name": "Reason", "type": "string", "jsonPath": ".status.reason"},
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    ]
+
+    spec: GPUNodeSpec
+    status: GPUNodeStatus = Field(default_factory=GPUNodeStatus)

@@ -1,0 +1,97 @@
+"""The ``pitcrew`` command line.
+
+Each subcommand is a thin shell over a module that does the work; the CLI only
+parses arguments, prints, and maps known errors to exit codes (0 ok, 1 failed,
+2 bad usage), so that scripts can rely on them and no traceback reaches a user
+for an error we understand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from gpuhealth.models import UnknownGpuModelError, get_model
+
+from pitcrew import devcluster
+from pitcrew.api import crdgen
+
+DEFAULT_DIR = Path(".devcluster")
+
+
+def _devcluster_up(args: argparse.Namespace) -> int:
+    state = devcluster.up(
+        directory=args.dir, node_count=args.nodes, gpus_per_node=args.gpus_per_node,
+        model=get_model(args.gpu_model), apiserver_port=args.port, timeout=args.timeout,
+    )
+    print(f"\nexport KUBECONFIG={state.kubeconfig}")
+    print("kubectl get nodes -L nvidia.com/gpu.product       # see the simulated GPU nodes")
+    print(f"pitcrew devcluster down --dir {args.dir}            # stop everything it started")
+    return 0
+
+
+def _devcluster_down(args: argparse.Namespace) -> int:
+    devcluster.down(directory=args.dir)
+    return 0
+
+
+def _devcluster_status(args: argparse.Namespace) -> int:
+    report = devcluster.status(directory=args.dir)
+    print(json.dumps(report, indent=2))
+    return 0 if report["running"] else 1
+
+
+def _crds(args: argparse.Namespace) -> int:
+    if args.check:
+        stale = crdgen.stale_files(args.out)
+        for path in stale:
+            print(f"{path} differs from the API models; run `pitcrew crds`", file=sys.stderr)
+        return 1 if stale else 0
+    for path in crdgen.write_all(args.out):
+        print(f"wrote {path}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pitcrew", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    cluster = commands.add_parser("devcluster", help="a local control plane with fake GPU nodes")
+    cluster_commands = cluster.add_subparsers(dest="action", required=True)
+    up = cluster_commands.add_parser("up", help="build if needed and start; returns when Ready")
+    up.add_argument("--nodes", type=int, default=8)
+    up.add_argument("--gpus-per-node", type=int, default=8)
+    up.add_argument("--gpu-model", default="H100")
+    up.add_argument("--port", type=int, default=None, help="kube-apiserver port (default: free)")
+    up.add_argument("--timeout", type=float, default=180.0, help="seconds per component")
+    up.set_defaults(handler=_devcluster_up)
+    down = cluster_commands.add_parser("down", help="stop what `up` started, remove state")
+    down.set_defaults(handler=_devcluster_down)
+    state = cluster_commands.add_parser("status", help="which components are running")
+    state.set_defaults(handler=_devcluster_status)
+    for sub in (up, down, state):
+        sub.add_argument("--dir", type=Path, default=DEFAULT_DIR)
+
+    crds = commands.add_parser("crds", help="generate CRD YAML from the API models")
+    crds.add_argument("--out", type=Path, default=Path("crds"))
+    crds.add_argument("--check", action="store_true", help="fail if the files are stale")
+    crds.set_defaults(handler=_crds)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.handler(args))
+    except (devcluster.DevclusterError, UnknownGpuModelError) as error:
+        print(f"pitcrew: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
