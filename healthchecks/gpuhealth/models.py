@@ -33,19 +33,34 @@ MODELS: dict[str, GpuModel] = {
     model.name: model
     for model in (
         GpuModel(
-            name="H100", product="NVIDIA-H100-80GB-HBM3",
-            nvml_names=("NVIDIA H100 80GB HBM3",), memory_mib=81559,
-            nvlink_links=18, pcie_gen=5, pcie_width=16, peak_bf16_tflops=989.4,
+            name="H100",
+            product="NVIDIA-H100-80GB-HBM3",
+            nvml_names=("NVIDIA H100 80GB HBM3",),
+            memory_mib=81559,
+            nvlink_links=18,
+            pcie_gen=5,
+            pcie_width=16,
+            peak_bf16_tflops=989.4,
         ),
         GpuModel(
-            name="H200", product="NVIDIA-H200",
-            nvml_names=("NVIDIA H200",), memory_mib=143771,
-            nvlink_links=18, pcie_gen=5, pcie_width=16, peak_bf16_tflops=989.4,
+            name="H200",
+            product="NVIDIA-H200",
+            nvml_names=("NVIDIA H200",),
+            memory_mib=143771,
+            nvlink_links=18,
+            pcie_gen=5,
+            pcie_width=16,
+            peak_bf16_tflops=989.4,
         ),
         GpuModel(
-            name="A100", product="NVIDIA-A100-SXM4-80GB",
-            nvml_names=("NVIDIA A100-SXM4-80GB",), memory_mib=81920,
-            nvlink_links=12, pcie_gen=4, pcie_width=16, peak_bf16_tflops=312.0,
+            name="A100",
+            product="NVIDIA-A100-SXM4-80GB",
+            nvml_names=("NVIDIA A100-SXM4-80GB",),
+            memory_mib=81920,
+            nvlink_links=12,
+            pcie_gen=4,
+            pcie_width=16,
+            peak_bf16_tflops=312.0,
         ),
     )
 }

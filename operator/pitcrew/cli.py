@@ -15,21 +15,32 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gpuhealth.models import UnknownGpuModelError, get_model
-
 from pitcrew import devcluster
 from pitcrew.api import crdgen
+from pitcrew.devcluster import build
 
 DEFAULT_DIR = Path(".devcluster")
+CRD_FOLDERS = [Path("crds"), Path("charts/pitcrew/crds")]
 
 
 def _devcluster_up(args: argparse.Namespace) -> int:
     state = devcluster.up(
-        directory=args.dir, node_count=args.nodes, gpus_per_node=args.gpus_per_node,
-        model=get_model(args.gpu_model), apiserver_port=args.port, timeout=args.timeout,
+        directory=args.dir,
+        node_count=args.nodes,
+        gpus_per_node=args.gpus_per_node,
+        model=get_model(args.gpu_model),
+        apiserver_port=args.port,
+        timeout=args.timeout,
     )
     print(f"\nexport KUBECONFIG={state.kubeconfig}")
     print("kubectl get nodes -L nvidia.com/gpu.product       # see the simulated GPU nodes")
     print(f"pitcrew devcluster down --dir {args.dir}            # stop everything it started")
+    return 0
+
+
+def _devcluster_build(args: argparse.Namespace) -> int:
+    binaries = build.ensure_built()
+    print(f"devcluster binaries: {binaries.devcluster} {binaries.kwok}")
     return 0
 
 
@@ -45,13 +56,15 @@ def _devcluster_status(args: argparse.Namespace) -> int:
 
 
 def _crds(args: argparse.Namespace) -> int:
+    folders = args.out or CRD_FOLDERS
     if args.check:
-        stale = crdgen.stale_files(args.out)
+        stale = [path for folder in folders for path in crdgen.stale_files(folder)]
         for path in stale:
             print(f"{path} differs from the API models; run `pitcrew crds`", file=sys.stderr)
         return 1 if stale else 0
-    for path in crdgen.write_all(args.out):
-        print(f"wrote {path}")
+    for folder in folders:
+        for path in crdgen.write_all(folder):
+            print(f"wrote {path}")
     return 0
 
 
@@ -68,6 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--port", type=int, default=None, help="kube-apiserver port (default: free)")
     up.add_argument("--timeout", type=float, default=180.0, help="seconds per component")
     up.set_defaults(handler=_devcluster_up)
+    make = cluster_commands.add_parser("build", help="build the binaries (cached) and exit")
+    make.set_defaults(handler=_devcluster_build)
     down = cluster_commands.add_parser("down", help="stop what `up` started, remove state")
     down.set_defaults(handler=_devcluster_down)
     state = cluster_commands.add_parser("status", help="which components are running")
@@ -76,7 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--dir", type=Path, default=DEFAULT_DIR)
 
     crds = commands.add_parser("crds", help="generate CRD YAML from the API models")
-    crds.add_argument("--out", type=Path, default=Path("crds"))
+    crds.add_argument("--out", type=Path, action="append",
+                      help="output folder, repeatable (default: crds/ and charts/pitcrew/crds/)")
     crds.add_argument("--check", action="store_true", help="fail if the files are stale")
     crds.set_defaults(handler=_crds)
     return parser

@@ -14,10 +14,17 @@ import datetime
 from enum import StrEnum
 from typing import ClassVar
 
-from gpuhealth.report import CheckResult, FaultClass, GpuIdentity
 from pydantic import ConfigDict, Field
 
-from pitcrew.api.meta import ApiModel, Condition, cel, conditions_field, validations
+from gpuhealth.report import CheckResult, FaultClass, GpuIdentity
+from pitcrew.api.meta import (
+    ApiModel,
+    Condition,
+    Resource,
+    cel,
+    conditions_field,
+    validations,
+)
 from pitcrew.api.policy import RemediationAction
 
 HISTORY_LIMIT = 50
@@ -37,8 +44,11 @@ class Phase(StrEnum):
 
 
 class GPUNodeSpec(ApiModel):
-    node_name: str = Field(min_length=1, max_length=253,
-                           description="The Node this record is about (equals metadata.name).")
+    node_name: str = Field(
+        min_length=1,
+        max_length=253,
+        description="The Node this record is about (equals metadata.name).",
+    )
 
 
 class GpuStatus(GpuIdentity):
@@ -64,17 +74,20 @@ class RemediationStatus(ApiModel):
     step: int = Field(ge=0, description="Index of the rung in the ladder.")
     attempt: int = Field(ge=1)
     started_at: datetime.datetime
-    reference: str = Field(default="", max_length=253,
-                           description="Job name, webhook idempotency key or BMC task.")
+    reference: str = Field(
+        default="", max_length=253, description="Job name, webhook idempotency key or BMC task."
+    )
 
 
 class DrainStatus(ApiModel):
     started_at: datetime.datetime
-    pending: list[str] = Field(default_factory=list, max_length=1024,
-                               description="namespace/name of pods still to evict.")
+    pending: list[str] = Field(
+        default_factory=list, max_length=1024, description="namespace/name of pods still to evict."
+    )
     evicted: int = 0
-    blocked_by: str = Field(default="", max_length=1024,
-                            description="Why the last eviction was refused (PDB name).")
+    blocked_by: str = Field(
+        default="", max_length=1024, description="Why the last eviction was refused (PDB name)."
+    )
 
 
 class Transition(ApiModel):
@@ -99,19 +112,25 @@ class GPUNodeStatus(ApiModel):
     remediation: RemediationStatus | None = None
     drain: DrainStatus | None = None
     remediations: list[datetime.datetime] = Field(
-        default_factory=list, max_length=100,
-        description="Start times of past remediations, for lemon detection.")
+        default_factory=list,
+        max_length=100,
+        description="Start times of past remediations, for lemon detection.",
+    )
     history: list[Transition] = Field(default_factory=list, max_length=HISTORY_LIMIT)
     conditions: list[Condition] = conditions_field()
 
 
-class GPUNode(ApiModel):
+class GPUNode(Resource):
     """Cluster-scoped record of one GPU node's health and lifecycle."""
 
-    model_config = ConfigDict(json_schema_extra=validations(
-        cel("self.metadata.name == self.spec.nodeName",
-            "spec.nodeName must equal metadata.name: a GPUNode is named after its Node"),
-    ))
+    model_config = ConfigDict(
+        json_schema_extra=validations(
+            cel(
+                "self.metadata.name == self.spec.nodeName",
+                "spec.nodeName must equal metadata.name: a GPUNode is named after its Node",
+            ),
+        )
+    )
 
     KIND: ClassVar[str] = "GPUNode"
     PLURAL: ClassVar[str] = "gpunodes"

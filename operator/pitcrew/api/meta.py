@@ -16,10 +16,11 @@ from __future__ import annotations
 import datetime
 import re
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 from pydantic.alias_generators import to_camel
+from pydantic.config import JsonDict
 
 GROUP = "pitcrew.dev"
 VERSION = "v1alpha1"
@@ -30,8 +31,9 @@ _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
-def cel(rule: str, message: str, *, reason: str | None = None,
-        field_path: str | None = None) -> dict[str, Any]:
+def cel(
+    rule: str, message: str, *, reason: str | None = None, field_path: str | None = None
+) -> dict[str, Any]:
     """One ``x-kubernetes-validations`` entry."""
     entry: dict[str, Any] = {"rule": rule, "message": message}
     if reason:
@@ -53,7 +55,10 @@ def _positive_duration(name: str) -> dict[str, Any]:
 def duration_field(default: str, description: str, *, name: str) -> Any:
     """A Go-style duration string (``90s``, ``1h30m``) that must be positive."""
     return Field(
-        default=default, description=description, pattern=DURATION_PATTERN, max_length=32,
+        default=default,
+        description=description,
+        pattern=DURATION_PATTERN,
+        max_length=32,
         json_schema_extra=_positive_duration(name),
     )
 
@@ -68,10 +73,12 @@ def parse_duration(text: str) -> datetime.timedelta:
 
 IntOrPercent = Annotated[
     int | str,
-    WithJsonSchema({
-        "x-kubernetes-int-or-string": True,
-        "anyOf": [{"type": "integer"}, {"type": "string"}],
-    }),
+    WithJsonSchema(
+        {
+            "x-kubernetes-int-or-string": True,
+            "anyOf": [{"type": "integer"}, {"type": "string"}],
+        }
+    ),
 ]
 
 
@@ -79,6 +86,15 @@ class ApiModel(BaseModel):
     """Base for every API type: camelCase on the wire, unknown fields refused."""
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+
+class Resource(ApiModel):
+    """A top-level custom resource: what the CRD generator needs to know about it."""
+
+    KIND: ClassVar[str]
+    PLURAL: ClassVar[str]
+    SHORT_NAMES: ClassVar[list[str]]
+    PRINTER_COLUMNS: ClassVar[list[dict[str, str]]]
 
 
 class SelectorOperator(StrEnum):
@@ -91,18 +107,20 @@ class SelectorOperator(StrEnum):
 class LabelSelectorRequirement(ApiModel):
     model_config = ConfigDict(
         json_schema_extra=validations(
-            cel("self.operator in ['In', 'NotIn'] ? size(self.values) > 0 : true",
-                "operators In and NotIn need at least one value"),
-            cel("self.operator in ['Exists', 'DoesNotExist'] ? size(self.values) == 0 : true",
-                "operators Exists and DoesNotExist take no values"),
+            cel(
+                "self.operator in ['In', 'NotIn'] ? size(self.values) > 0 : true",
+                "operators In and NotIn need at least one value",
+            ),
+            cel(
+                "self.operator in ['Exists', 'DoesNotExist'] ? size(self.values) == 0 : true",
+                "operators Exists and DoesNotExist take no values",
+            ),
         )
     )
 
     key: str = Field(min_length=1, max_length=317)
     operator: SelectorOperator
-    values: list[Annotated[str, Field(max_length=63)]] = Field(
-        default_factory=list, max_length=64
-    )
+    values: list[Annotated[str, Field(max_length=63)]] = Field(default_factory=list, max_length=64)
 
 
 class LabelSelector(ApiModel):
@@ -111,9 +129,11 @@ class LabelSelector(ApiModel):
 
     model_config = ConfigDict(
         json_schema_extra=validations(
-            cel("size(self.matchLabels) > 0 || size(self.matchExpressions) > 0",
+            cel(
+                "size(self.matchLabels) > 0 || size(self.matchExpressions) > 0",
                 "the selector must name at least one label; an empty selector would "
-                "match every node in the cluster"),
+                "match every node in the cluster",
+            ),
         )
     )
 
@@ -132,18 +152,28 @@ class ConditionStatus(StrEnum):
 class Condition(ApiModel):
     """A Kubernetes-style condition (metav1.Condition)."""
 
-    type: str = Field(max_length=316, pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]"
-                                               r"([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?"
-                                               r"[A-Za-z0-9])$")
+    type: str = Field(
+        max_length=316,
+        pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]"
+        r"([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?"
+        r"[A-Za-z0-9])$",
+    )
     status: ConditionStatus
-    reason: str = Field(min_length=1, max_length=1024, pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*"
-                                                               r"[A-Za-z0-9_])?$")
+    reason: str = Field(
+        min_length=1,
+        max_length=1024,
+        pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*"
+        r"[A-Za-z0-9_])?$",
+    )
     message: str = Field(default="", max_length=32768)
     last_transition_time: datetime.datetime
     observed_generation: int = Field(default=0, ge=0)
 
 
-CONDITIONS_SCHEMA = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]}
+CONDITIONS_SCHEMA: JsonDict = {
+    "x-kubernetes-list-type": "map",
+    "x-kubernetes-list-map-keys": ["type"],
+}
 
 
 def conditions_field() -> Any:

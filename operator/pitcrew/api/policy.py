@@ -13,23 +13,22 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import ClassVar
 
-from gpuhealth.report import FaultClass
 from pydantic import ConfigDict, Field
 
+from gpuhealth.report import FaultClass
 from pitcrew.api.meta import (
     ApiModel,
     Condition,
     IntOrPercent,
     LabelSelector,
+    Resource,
     cel,
     conditions_field,
     duration_field,
     validations,
 )
 
-PERCENT_OR_COUNT_RULE = (
-    "type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')"
-)
+PERCENT_OR_COUNT_RULE = "type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')"
 
 
 class RemediationAction(StrEnum):
@@ -65,33 +64,45 @@ class NcclPairing(StrEnum):
 class ChecksSpec(ApiModel):
     """Passive checks run by the node agent."""
 
-    interval: str = duration_field("30s", "How often the agent runs passive checks.",
-                                   name="checks.interval")
-    heartbeat: str = duration_field("5m", "Longest time between two agent status writes.",
-                                    name="checks.heartbeat")
+    interval: str = duration_field(
+        "30s", "How often the agent runs passive checks.", name="checks.interval"
+    )
+    heartbeat: str = duration_field(
+        "5m", "Longest time between two agent status writes.", name="checks.heartbeat"
+    )
     expected_gpus: int | None = Field(
-        default=None, ge=1, le=64,
+        default=None,
+        ge=1,
+        le=64,
         description="GPUs each node must show; default: the node's nvidia.com/gpu capacity.",
     )
     disabled: list[str] = Field(
-        default_factory=list, max_length=64, description="Names of checks not to run.",
+        default_factory=list,
+        max_length=64,
+        description="Names of checks not to run.",
         json_schema_extra={"items": {"type": "string", "maxLength": 63}},
     )
     thresholds: dict[str, float] = Field(
-        default_factory=dict, description="Overrides of gpuhealth thresholds, by name.",
+        default_factory=dict,
+        description="Overrides of gpuhealth thresholds, by name.",
         json_schema_extra={"maxProperties": 64},
     )
 
 
 class PeriodicValidation(ApiModel):
-    model_config = ConfigDict(json_schema_extra=validations(
-        cel("duration(self.interval) >= duration('1h')",
-            "periodic validation may run at most once an hour per node"),
-    ))
+    model_config = ConfigDict(
+        json_schema_extra=validations(
+            cel(
+                "duration(self.interval) >= duration('1h')",
+                "periodic validation may run at most once an hour per node",
+            ),
+        )
+    )
 
     enabled: bool = False
-    interval: str = duration_field("168h", "Time between two verifications of one node.",
-                                   name="validation.periodic.interval")
+    interval: str = duration_field(
+        "168h", "Time between two verifications of one node.", name="validation.periodic.interval"
+    )
 
 
 class ValidationSpec(ApiModel):
@@ -101,30 +112,35 @@ class ValidationSpec(ApiModel):
     burn_in_after_repair: bool = True
     suite: ValidationSuite = ValidationSuite.STANDARD
     nccl_pairing: NcclPairing = NcclPairing.PAIRWISE
-    timeout: str = duration_field("30m", "Longest a probe Job may run.",
-                                  name="validation.timeout")
-    priority_class_name: str = Field(default="", max_length=253,
-                                     description="PriorityClass of probe pods (low, preemptible).")
+    timeout: str = duration_field("30m", "Longest a probe Job may run.", name="validation.timeout")
+    priority_class_name: str = Field(
+        default="", max_length=253, description="PriorityClass of probe pods (low, preemptible)."
+    )
     periodic: PeriodicValidation = Field(default_factory=PeriodicValidation)
 
 
 class RemediationStep(ApiModel):
     action: RemediationAction
-    timeout: str = duration_field("15m", "How long one attempt may take.",
-                                  name="remediation step timeout")
+    timeout: str = duration_field(
+        "15m", "How long one attempt may take.", name="remediation step timeout"
+    )
     attempts: int = Field(default=1, ge=1, le=10)
 
 
 LADDER_RULES = validations(
-    cel("!self.exists(s, s.action == 'retire') || self[size(self) - 1].action == 'retire'",
-        "retire ends a ladder: no step can follow it"),
+    cel(
+        "!self.exists(s, s.action == 'retire') || self[size(self) - 1].action == 'retire'",
+        "retire ends a ladder: no step can follow it",
+    ),
 )
 
 
 def _default_ladder() -> list[RemediationStep]:
-    return [RemediationStep(action=RemediationAction.RESET_GPU, timeout="10m", attempts=2),
-            RemediationStep(action=RemediationAction.REBOOT, timeout="30m"),
-            RemediationStep(action=RemediationAction.RETIRE)]
+    return [
+        RemediationStep(action=RemediationAction.RESET_GPU, timeout="10m", attempts=2),
+        RemediationStep(action=RemediationAction.REBOOT, timeout="30m"),
+        RemediationStep(action=RemediationAction.RETIRE),
+    ]
 
 
 class Ladders(ApiModel):
@@ -133,21 +149,26 @@ class Ladders(ApiModel):
     Application and watch faults have no ladder: they never act alone, they
     escalate to ``degraded`` when they repeat."""
 
-    fatal: list[RemediationStep] = Field(default_factory=_default_ladder, max_length=8,
-                                         json_schema_extra=LADDER_RULES)
-    degraded: list[RemediationStep] = Field(default_factory=_default_ladder, max_length=8,
-                                            json_schema_extra=LADDER_RULES)
+    fatal: list[RemediationStep] = Field(
+        default_factory=_default_ladder, max_length=8, json_schema_extra=LADDER_RULES
+    )
+    degraded: list[RemediationStep] = Field(
+        default_factory=_default_ladder, max_length=8, json_schema_extra=LADDER_RULES
+    )
 
     def for_class(self, fault_class: FaultClass) -> list[RemediationStep]:
         return {FaultClass.FATAL: self.fatal, FaultClass.DEGRADED: self.degraded}.get(
-            fault_class, [])
+            fault_class, []
+        )
 
 
 class LemonSpec(ApiModel):
-    max_remediations: int = Field(default=3, ge=1, le=100,
-                                  description="Remediations within the window that make a lemon.")
-    window: str = duration_field("168h", "Window over which remediations are counted.",
-                                 name="lemon.window")
+    max_remediations: int = Field(
+        default=3, ge=1, le=100, description="Remediations within the window that make a lemon."
+    )
+    window: str = duration_field(
+        "168h", "Window over which remediations are counted.", name="lemon.window"
+    )
 
 
 class SecretReference(ApiModel):
@@ -157,16 +178,21 @@ class SecretReference(ApiModel):
 
 class RedfishSpec(ApiModel):
     credentials_secret: SecretReference | None = Field(
-        default=None, description="Secret with `username` and `password` for the BMCs.",
+        default=None,
+        description="Secret with `username` and `password` for the BMCs.",
     )
     verify_tls: bool = True
 
 
 class WebhookSpec(ApiModel):
-    model_config = ConfigDict(json_schema_extra=validations(
-        cel("self.url.startsWith('https://') || self.url.startsWith('http://')",
-            "webhook url must start with http:// or https://"),
-    ))
+    model_config = ConfigDict(
+        json_schema_extra=validations(
+            cel(
+                "self.url.startsWith('https://') || self.url.startsWith('http://')",
+                "webhook url must start with http:// or https://",
+            ),
+        )
+    )
 
     url: str = Field(min_length=8, max_length=2048)
     timeout: str = duration_field("10s", "Timeout of one request.", name="webhook.timeout")
@@ -180,11 +206,13 @@ class RemediationSpec(ApiModel):
 
 
 class DrainSpec(ApiModel):
-    timeout: str = duration_field("30m", "Longest wait for evictions to finish.",
-                                  name="drain.timeout")
+    timeout: str = duration_field(
+        "30m", "Longest wait for evictions to finish.", name="drain.timeout"
+    )
     on_timeout: DrainTimeoutAction = DrainTimeoutAction.ESCALATE
     checkpoint_max_delay: str = duration_field(
-        "2h", "Longest a Suspect node waits for its job's next checkpoint before draining.",
+        "2h",
+        "Longest a Suspect node waits for its job's next checkpoint before draining.",
         name="drain.checkpointMaxDelay",
     )
     max_parallel_evictions: int = Field(default=16, ge=1, le=256)
@@ -193,45 +221,64 @@ class DrainSpec(ApiModel):
 class SafetySpec(ApiModel):
     """Bounds on what Pitcrew may do to the fleet at once."""
 
-    model_config = ConfigDict(json_schema_extra=validations(
-        cel("!(has(self.maxUnhealthy) && has(self.minHealthy))",
-            "set either maxUnhealthy or minHealthy, not both"),
-    ))
+    model_config = ConfigDict(
+        json_schema_extra=validations(
+            cel(
+                "!(has(self.maxUnhealthy) && has(self.minHealthy))",
+                "set either maxUnhealthy or minHealthy, not both",
+            ),
+        )
+    )
 
     max_unhealthy: IntOrPercent | None = Field(
         default=None,
         description="Most nodes out of service at once (count or percent); beyond it the "
-                    "circuit breaker opens and no new node is quarantined. Default 10%.",
-        json_schema_extra=validations(cel(
-            PERCENT_OR_COUNT_RULE,
-            "maxUnhealthy must be a non-negative number of nodes or a percentage like '10%'")),
+        "circuit breaker opens and no new node is quarantined. Default 10%.",
+        json_schema_extra=validations(
+            cel(
+                PERCENT_OR_COUNT_RULE,
+                "maxUnhealthy must be a non-negative number of nodes or a percentage like '10%'",
+            )
+        ),
     )
     min_healthy: IntOrPercent | None = Field(
-        default=None, description="Alternative to maxUnhealthy: fewest nodes that stay in service.",
-        json_schema_extra=validations(cel(
-            PERCENT_OR_COUNT_RULE,
-            "minHealthy must be a non-negative number of nodes or a percentage like '90%'")),
+        default=None,
+        description="Alternative to maxUnhealthy: fewest nodes that stay in service.",
+        json_schema_extra=validations(
+            cel(
+                PERCENT_OR_COUNT_RULE,
+                "minHealthy must be a non-negative number of nodes or a percentage like '90%'",
+            )
+        ),
     )
     max_concurrent_drains: int = Field(default=1, ge=1, le=1000)
     max_concurrent_remediations: int = Field(default=1, ge=1, le=1000)
     storm_cooldown: str = duration_field(
-        "10m", "After the breaker closes, time before quarantines resume.",
-        name="safety.stormCooldown")
+        "10m",
+        "After the breaker closes, time before quarantines resume.",
+        name="safety.stormCooldown",
+    )
     drain: DrainSpec = Field(default_factory=DrainSpec)
-    dry_run: bool = Field(default=False,
-                          description="Decide and record, but write nothing to Nodes or Pods.")
+    dry_run: bool = Field(
+        default=False, description="Decide and record, but write nothing to Nodes or Pods."
+    )
     paused: bool = Field(default=False, description="Decide nothing for this policy's nodes.")
 
 
 class SparesSpec(ApiModel):
-    count: int = Field(default=0, ge=0, le=1000,
-                       description="Validated nodes held back, released when one is quarantined.")
+    count: int = Field(
+        default=0,
+        ge=0,
+        le=1000,
+        description="Validated nodes held back, released when one is quarantined.",
+    )
 
 
 class GoodputSpec(ApiModel):
     target: float = Field(default=0.96, gt=0, le=1, description="Goodput ratio alerts compare to.")
     windows: list[str] = Field(
-        default_factory=lambda: ["1h", "24h"], max_length=8,
+        default_factory=lambda: ["1h", "24h"],
+        max_length=8,
         json_schema_extra={"items": {"type": "string", "maxLength": 32}},
     )
 
@@ -261,7 +308,7 @@ class GPUHealthPolicyStatus(ApiModel):
     conditions: list[Condition] = conditions_field()
 
 
-class GPUHealthPolicy(ApiModel):
+class GPUHealthPolicy(Resource):
     """Cluster-scoped policy: node selection, checks, validation, remediation, safety."""
 
     KIND: ClassVar[str] = "GPUHealthPolicy"

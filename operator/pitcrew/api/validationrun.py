@@ -18,6 +18,7 @@ from pitcrew.api.meta import (
     ApiModel,
     Condition,
     LabelSelector,
+    Resource,
     cel,
     conditions_field,
     duration_field,
@@ -47,20 +48,30 @@ class NodeResultStatus(StrEnum):
 
 
 class ValidationRunSpec(ApiModel):
-    model_config = ConfigDict(json_schema_extra=validations(
-        cel("self == oldSelf", "a ValidationRun cannot be changed once created; create a new one"),
-    ))
+    model_config = ConfigDict(
+        json_schema_extra=validations(
+            cel(
+                "self == oldSelf",
+                "a ValidationRun cannot be changed once created; create a new one",
+            ),
+        )
+    )
 
     node_selector: LabelSelector
     suite: ValidationSuite = ValidationSuite.STANDARD
     nccl_pairing: NcclPairing = NcclPairing.PAIRWISE
-    topology_key: str = Field(default="topology.pitcrew.dev/rack", max_length=317,
-                              description="Node label that groups nodes (rack, leaf switch).")
+    topology_key: str = Field(
+        default="topology.pitcrew.dev/rack",
+        max_length=317,
+        description="Node label that groups nodes (rack, leaf switch).",
+    )
     pairing_scope: PairingScope = Field(
         default=PairingScope.WITHIN,
-        description="Pair nodes within one topology group or across groups.")
-    timeout: str = duration_field("1h", "Longest the whole run may take.",
-                                  name="ValidationRun timeout")
+        description="Pair nodes within one topology group or across groups.",
+    )
+    timeout: str = duration_field(
+        "1h", "Longest the whole run may take.", name="ValidationRun timeout"
+    )
     max_concurrent_nodes: int = Field(default=4, ge=1, le=1000)
 
 
@@ -89,7 +100,7 @@ class ValidationRunStatus(ApiModel):
     conditions: list[Condition] = conditions_field()
 
 
-class ValidationRun(ApiModel):
+class ValidationRun(Resource):
     """Cluster-scoped request to validate the selected nodes once."""
 
     KIND: ClassVar[str] = "ValidationRun"

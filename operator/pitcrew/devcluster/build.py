@@ -74,8 +74,9 @@ def source_key(src: Path) -> str:
 def kubernetes_version(src: Path) -> str:
     """The ``k8s.io/kubernetes`` version pinned in go.mod, stamped into the
     binaries so that ``/version`` and feature gates see a real release."""
-    match = re.search(r"^\s*k8s\.io/kubernetes (v\d+\.\d+\.\d+)\s*$", (src / "go.mod").read_text(),
-                      re.MULTILINE)
+    match = re.search(
+        r"^\s*k8s\.io/kubernetes (v\d+\.\d+\.\d+)\s*$", (src / "go.mod").read_text(), re.MULTILINE
+    )
     if not match:
         raise DevclusterError(f"{src / 'go.mod'} does not require k8s.io/kubernetes")
     return match.group(1)
@@ -88,21 +89,20 @@ def _go() -> str:
     return go
 
 
-def _run_go(
-    args: list[str], *, cwd: Path, what: str, log: Callable[[str], None]
-) -> None:
+def _run_go(args: list[str], *, cwd: Path, what: str, log: Callable[[str], None]) -> None:
     """Run one go command, printing progress from ``-v`` package lines."""
     started = time.monotonic()
     process = subprocess.Popen(
-        [_go(), *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        [_go(), *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
     )
     assert process.stdout is not None
     tail: list[str] = []
-    packages = 0
-    for line in process.stdout:
+    for packages, line in enumerate(process.stdout, start=1):
         tail = [*tail[-40:], line.rstrip()]
-        packages += 1
         if packages % PROGRESS_EVERY == 0:
             log(f"  {what}: {packages} packages, {time.monotonic() - started:.0f}s")
     if process.wait() != 0:
@@ -120,22 +120,51 @@ def ensure_built(*, log: Callable[[str], None] = print) -> Binaries:
     out.mkdir(parents=True, exist_ok=True)
     version = kubernetes_version(src)
     minor = version.split(".")[1]
-    ldflags = " ".join([
-        "-s", "-w",
-        f"-X k8s.io/component-base/version.gitVersion={version}",
-        "-X k8s.io/component-base/version.gitMajor=1",
-        f"-X k8s.io/component-base/version.gitMinor={minor}",
-        "-X k8s.io/component-base/version.gitTreeState=clean",
-    ])
+    ldflags = " ".join(
+        [
+            "-s",
+            "-w",
+            f"-X k8s.io/component-base/version.gitVersion={version}",
+            "-X k8s.io/component-base/version.gitMajor=1",
+            f"-X k8s.io/component-base/version.gitMinor={minor}",
+            "-X k8s.io/component-base/version.gitTreeState=clean",
+        ]
+    )
     log(f"Building devcluster (Kubernetes {version}, etcd, kwok) from Go modules into {out}.")
-    log("A cold build compiles ~3,000 packages and takes a long time on a small machine;"
-        " later runs reuse it.")
+    log(
+        "A cold build compiles ~3,000 packages and takes a long time on a small machine;"
+        " later runs reuse it."
+    )
     _run_go(["mod", "download"], cwd=src, what="download control-plane modules", log=log)
-    _run_go(["build", "-v", "-ldflags", ldflags, "-o", f"{binaries.devcluster}.tmp",
-             "./cmd/devcluster"], cwd=src, what="control plane", log=log)
+    _run_go(
+        [
+            "build",
+            "-v",
+            "-ldflags",
+            ldflags,
+            "-o",
+            f"{binaries.devcluster}.tmp",
+            "./cmd/devcluster",
+        ],
+        cwd=src,
+        what="control plane",
+        log=log,
+    )
     _run_go(["mod", "download"], cwd=src / "kwok", what="download kwok modules", log=log)
-    _run_go(["build", "-v", "-ldflags", "-s -w", "-o", f"{binaries.kwok}.tmp",
-             "sigs.k8s.io/kwok/cmd/kwok"], cwd=src / "kwok", what="kwok", log=log)
+    _run_go(
+        [
+            "build",
+            "-v",
+            "-ldflags",
+            "-s -w",
+            "-o",
+            f"{binaries.kwok}.tmp",
+            "sigs.k8s.io/kwok/cmd/kwok",
+        ],
+        cwd=src / "kwok",
+        what="kwok",
+        log=log,
+    )
     # Rename only after both builds succeeded, so a half-built cache never looks complete.
     Path(f"{binaries.devcluster}.tmp").rename(binaries.devcluster)
     Path(f"{binaries.kwok}.tmp").rename(binaries.kwok)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -33,9 +34,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from gpuhealth.models import GpuModel
 from kubernetes import client, config
 
+from gpuhealth.models import GpuModel
 from pitcrew.devcluster import build, nodes, pki
 from pitcrew.devcluster.errors import DevclusterError
 
@@ -138,11 +139,21 @@ def write_kubeconfig(
     document = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": context, "cluster": {
-            "server": server, "certificate-authority-data": b64(pki_.ca_cert)}}],
-        "users": [{"name": user, "user": {
-            "client-certificate-data": b64(pki_.client_cert(user)),
-            "client-key-data": b64(pki_.client_key(user))}}],
+        "clusters": [
+            {
+                "name": context,
+                "cluster": {"server": server, "certificate-authority-data": b64(pki_.ca_cert)},
+            }
+        ],
+        "users": [
+            {
+                "name": user,
+                "user": {
+                    "client-certificate-data": b64(pki_.client_cert(user)),
+                    "client-key-data": b64(pki_.client_key(user)),
+                },
+            }
+        ],
         "contexts": [{"name": context, "context": {"cluster": context, "user": user}}],
         "current-context": context,
     }
@@ -162,7 +173,10 @@ class _Launch:
         log_path = self.dir / "logs" / f"{name}.log"
         with log_path.open("ab") as log_file:
             popen = subprocess.Popen(
-                argv, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                argv,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
         process = Process(name=name, pid=popen.pid, executable=argv[0], log=str(log_path))
@@ -238,8 +252,12 @@ def up(
     port = apiserver_port or free_port()
     server = f"https://127.0.0.1:{port}"
     state = ClusterState(
-        dir=str(directory), server=server, kubeconfig=str(directory / "kubeconfig"),
-        nodes=node_count, gpus_per_node=gpus_per_node, gpu_model=model.name,
+        dir=str(directory),
+        server=server,
+        kubeconfig=str(directory / "kubeconfig"),
+        nodes=node_count,
+        gpus_per_node=gpus_per_node,
+        gpu_model=model.name,
     )
     for user in pki.CLIENTS:
         name = "kubeconfig" if user == "admin" else f"{user}.kubeconfig"
@@ -247,22 +265,31 @@ def up(
 
     launch = _Launch(state, log=log)
     try:
-        _start_components(launch, binaries=binaries, credentials=credentials, port=port,
-                          timeout=timeout)
-        log(f"Control plane up in {time.monotonic() - started:.1f}s; "
-            f"creating {node_count} GPU nodes ({gpus_per_node}x {model.name}).")
+        _start_components(
+            launch, binaries=binaries, credentials=credentials, port=port, timeout=timeout
+        )
+        log(
+            f"Control plane up in {time.monotonic() - started:.1f}s; "
+            f"creating {node_count} GPU nodes ({gpus_per_node}x {model.name})."
+        )
         api = client.CoreV1Api(config.new_client_from_config(config_file=state.kubeconfig))
         nodes.create_nodes(api, count=node_count, model=model, gpus=gpus_per_node)
         kwok = next(p for p in state.processes if p.name == "kwok")
-        launch.wait_for(kwok, lambda: nodes.ready_count(api) >= node_count,
-                        timeout=timeout, what=f"all {node_count} nodes Ready")
+        launch.wait_for(
+            kwok,
+            lambda: nodes.ready_count(api) >= node_count,
+            timeout=timeout,
+            what=f"all {node_count} nodes Ready",
+        )
     except BaseException:
         for process in reversed(state.processes):
             stop_process(process)
         (directory / "state.json").unlink(missing_ok=True)
         raise
-    log(f"devcluster ready in {time.monotonic() - started:.1f}s: {server}, "
-        f"{node_count} nodes Ready.")
+    log(
+        f"devcluster ready in {time.monotonic() - started:.1f}s: {server}, "
+        f"{node_count} nodes Ready."
+    )
     return state
 
 
@@ -272,76 +299,113 @@ def _start_components(
     directory = launch.dir
     control_plane = str(binaries.devcluster)
     etcd_port, peer_port = free_port(), free_port()
-    etcd = launch.start("etcd", [
-        control_plane, "etcd", "--name=devcluster", f"--data-dir={directory / 'etcd'}",
-        f"--listen-client-urls=http://127.0.0.1:{etcd_port}",
-        f"--advertise-client-urls=http://127.0.0.1:{etcd_port}",
-        f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
-        f"--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}",
-        f"--initial-cluster=devcluster=http://127.0.0.1:{peer_port}",
-        "--unsafe-no-fsync", "--log-level=warn",
-    ])
-    launch.wait_for(etcd, lambda: _http_ok(f"http://127.0.0.1:{etcd_port}/health"),
-                    timeout=timeout, what="healthy")
+    etcd = launch.start(
+        "etcd",
+        [
+            control_plane,
+            "etcd",
+            "--name=devcluster",
+            f"--data-dir={directory / 'etcd'}",
+            f"--listen-client-urls=http://127.0.0.1:{etcd_port}",
+            f"--advertise-client-urls=http://127.0.0.1:{etcd_port}",
+            f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
+            f"--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}",
+            f"--initial-cluster=devcluster=http://127.0.0.1:{peer_port}",
+            "--unsafe-no-fsync",
+            "--log-level=warn",
+        ],
+    )
+    launch.wait_for(
+        etcd,
+        lambda: _http_ok(f"http://127.0.0.1:{etcd_port}/health"),
+        timeout=timeout,
+        what="healthy",
+    )
 
-    apiserver = launch.start("kube-apiserver", [
-        control_plane, "kube-apiserver",
-        f"--etcd-servers=http://127.0.0.1:{etcd_port}",
-        "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={port}",
-        f"--tls-cert-file={credentials.serving_cert}",
-        f"--tls-private-key-file={credentials.serving_key}",
-        f"--client-ca-file={credentials.ca_cert}",
-        f"--service-account-key-file={credentials.sa_pub}",
-        f"--service-account-signing-key-file={credentials.sa_key}",
-        "--service-account-issuer=https://kubernetes.default.svc",
-        f"--service-cluster-ip-range={SERVICE_CIDR}",
-        "--authorization-mode=Node,RBAC",
-        # The kubernetes Service cannot point at a loopback address; nothing in a
-        # devcluster needs it to, so no endpoint reconciler runs.
-        "--endpoint-reconciler-type=none",
-        "--allow-privileged=true",
-        "--profiling=false",
-        "--max-requests-inflight=800", "--max-mutating-requests-inflight=400",
-    ])
+    apiserver = launch.start(
+        "kube-apiserver",
+        [
+            control_plane,
+            "kube-apiserver",
+            f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={port}",
+            f"--tls-cert-file={credentials.serving_cert}",
+            f"--tls-private-key-file={credentials.serving_key}",
+            f"--client-ca-file={credentials.ca_cert}",
+            f"--service-account-key-file={credentials.sa_pub}",
+            f"--service-account-signing-key-file={credentials.sa_key}",
+            "--service-account-issuer=https://kubernetes.default.svc",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--authorization-mode=Node,RBAC",
+            # The kubernetes Service cannot point at a loopback address; nothing in a
+            # devcluster needs it to, so no endpoint reconciler runs.
+            "--endpoint-reconciler-type=none",
+            "--allow-privileged=true",
+            "--profiling=false",
+            "--max-requests-inflight=800",
+            "--max-mutating-requests-inflight=400",
+        ],
+    )
     ca_context = ssl.create_default_context(cafile=str(credentials.ca_cert))
-    launch.wait_for(apiserver, lambda: _http_ok(f"https://127.0.0.1:{port}/readyz",
-                                                context=ca_context),
-                    timeout=timeout, what="ready")
+    launch.wait_for(
+        apiserver,
+        lambda: _http_ok(f"https://127.0.0.1:{port}/readyz", context=ca_context),
+        timeout=timeout,
+        what="ready",
+    )
 
     insecure = _insecure_context()
     for name, extra in (
-        ("kube-controller-manager", [
-            "--controllers=*",
-            "--use-service-account-credentials=true",
-            f"--service-account-private-key-file={credentials.sa_key}",
-            f"--root-ca-file={credentials.ca_cert}",
-            f"--cluster-cidr={POD_CIDR}", f"--service-cluster-ip-range={SERVICE_CIDR}",
-            "--kube-api-qps=200", "--kube-api-burst=400",
-        ]),
+        (
+            "kube-controller-manager",
+            [
+                "--controllers=*",
+                "--use-service-account-credentials=true",
+                f"--service-account-private-key-file={credentials.sa_key}",
+                f"--root-ca-file={credentials.ca_cert}",
+                f"--cluster-cidr={POD_CIDR}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--kube-api-qps=200",
+                "--kube-api-burst=400",
+            ],
+        ),
         ("kube-scheduler", []),
     ):
         component_port = free_port()
-        component = launch.start(name, [
-            control_plane, name,
-            f"--kubeconfig={directory / (name.removeprefix('kube-') + '.kubeconfig')}",
-            "--bind-address=127.0.0.1", f"--secure-port={component_port}",
-            "--leader-elect=false", *extra,
-        ])
+        component = launch.start(
+            name,
+            [
+                control_plane,
+                name,
+                f"--kubeconfig={directory / (name.removeprefix('kube-') + '.kubeconfig')}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={component_port}",
+                "--leader-elect=false",
+                *extra,
+            ],
+        )
+        healthz = f"https://127.0.0.1:{component_port}/healthz"
         launch.wait_for(
             component,
-            lambda p=component_port: _http_ok(f"https://127.0.0.1:{p}/healthz",
-                                              context=insecure),
-            timeout=timeout, what="healthy",
+            functools.partial(_http_ok, healthz, context=insecure),
+            timeout=timeout,
+            what="healthy",
         )
 
-    launch.start("kwok", [
-        str(binaries.kwok), f"--kubeconfig={directory / 'kwok.kubeconfig'}",
-        f"--config={STAGES_FILE}",
-        "--manage-all-nodes=false",
-        f"--manage-nodes-with-label-selector={nodes.SIMULATED_LABEL}=true",
-        "--node-lease-duration-seconds=40",
-        f"--cidr={POD_CIDR}",
-    ])
+    launch.start(
+        "kwok",
+        [
+            str(binaries.kwok),
+            f"--kubeconfig={directory / 'kwok.kubeconfig'}",
+            f"--config={STAGES_FILE}",
+            "--manage-all-nodes=false",
+            f"--manage-nodes-with-label-selector={nodes.SIMULATED_LABEL}=true",
+            "--node-lease-duration-seconds=40",
+            f"--cidr={POD_CIDR}",
+        ],
+    )
 
 
 def down(*, directory: Path, log: Callable[[str], None] = print) -> bool:
@@ -365,8 +429,9 @@ def status(*, directory: Path) -> dict[str, Any]:
     state = ClusterState.load(directory.resolve())
     if state is None:
         return {"running": False, "dir": str(directory.resolve())}
-    components = {p.name: {"pid": p.pid, "alive": is_alive(p), "log": p.log}
-                  for p in state.processes}
+    components = {
+        p.name: {"pid": p.pid, "alive": is_alive(p), "log": p.log} for p in state.processes
+    }
     return {
         "running": all(c["alive"] for c in components.values()),
         "dir": state.dir,

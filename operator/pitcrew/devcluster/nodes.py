@@ -13,8 +13,9 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from gpuhealth.models import GpuModel
 from kubernetes import client
+
+from gpuhealth.models import GpuModel
 
 SIMULATED_LABEL = "pitcrew.dev/simulated"
 RACK_LABEL = "topology.pitcrew.dev/rack"
@@ -61,7 +62,9 @@ def create_nodes(api: client.CoreV1Api, *, count: int, model: GpuModel, gpus: in
 
     def create(index: int) -> None:
         try:
-            api.create_node(node_manifest(index=index, model=model, gpus=gpus))
+            api.create_node(
+                client.V1Node.model_validate(node_manifest(index=index, model=model, gpus=gpus))
+            )
         except client.ApiException as error:
             if error.status != 409:
                 raise
@@ -75,6 +78,6 @@ def ready_count(api: client.CoreV1Api) -> int:
     return sum(
         1
         for node in nodes
-        for condition in (node.status.conditions or [])
-        if condition.type == "Ready" and condition.status == "True"
+        if node.status
+        and any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
     )

@@ -116,9 +116,15 @@ def create(directory: Path) -> Pki:
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .add_extension(
             x509.KeyUsage(
-                digital_signature=True, key_cert_sign=True, crl_sign=True,
-                content_commitment=False, key_encipherment=False, data_encipherment=False,
-                key_agreement=False, encipher_only=False, decipher_only=False,
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
             ),
             critical=True,
         )
@@ -128,16 +134,19 @@ def create(directory: Path) -> Pki:
 
     serving_key = ec.generate_private_key(ec.SECP256R1())
     serving = (
-        _builder(subject=_name("kube-apiserver"), issuer=ca_name,
-                 public_key=serving_key.public_key())
+        _builder(
+            subject=_name("kube-apiserver"), issuer=ca_name, public_key=serving_key.public_key()
+        )
         .add_extension(
-            x509.SubjectAlternativeName([
-                x509.DNSName("localhost"),
-                x509.DNSName("kubernetes"),
-                x509.DNSName("kubernetes.default.svc"),
-                x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-                x509.IPAddress(ipaddress.ip_address("10.96.0.1")),
-            ]),
+            x509.SubjectAlternativeName(
+                [
+                    x509.DNSName("localhost"),
+                    x509.DNSName("kubernetes"),
+                    x509.DNSName("kubernetes.default.svc"),
+                    x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                    x509.IPAddress(ipaddress.ip_address("10.96.0.1")),
+                ]
+            ),
             critical=False,
         )
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
@@ -149,11 +158,12 @@ def create(directory: Path) -> Pki:
     for stem, (common_name, organisation) in CLIENTS.items():
         client_key = ec.generate_private_key(ec.SECP256R1())
         client = (
-            _builder(subject=_name(common_name, organisation), issuer=ca_name,
-                     public_key=client_key.public_key())
-            .add_extension(
-                x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False
+            _builder(
+                subject=_name(common_name, organisation),
+                issuer=ca_name,
+                public_key=client_key.public_key(),
             )
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
             .sign(ca_key, hashes.SHA256())
         )
         _write(pki.client_cert(stem), client.public_bytes(serialization.Encoding.PEM))

@@ -1,0 +1,200 @@
+"""The apiserver refuses invalid Pitcrew objects with a message a person understands.
+
+Each case is one broken object and the sentence the apiserver must answer
+with; the schema and CEL rules that produce them are generated from the
+pydantic models, so this proves the generated CRDs, not a copy of them.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import uuid
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+GROUP, VERSION = "pitcrew.dev", "v1alpha1"
+
+VALID_POLICY: dict[str, Any] = {
+    "apiVersion": f"{GROUP}/{VERSION}",
+    "kind": "GPUHealthPolicy",
+    "spec": {"nodeSelector": {"matchLabels": {"nvidia.com/gpu.present": "true"}}},
+}
+VALID_RUN: dict[str, Any] = {
+    "apiVersion": f"{GROUP}/{VERSION}",
+    "kind": "ValidationRun",
+    "spec": {"nodeSelector": {"matchLabels": {"nvidia.com/gpu.present": "true"}}},
+}
+
+
+def with_spec(base: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    body = copy.deepcopy(base)
+    body["spec"].update(spec)
+    return body
+
+
+INVALID_POLICIES = {
+    "both breaker bounds": (
+        with_spec(VALID_POLICY, safety={"maxUnhealthy": 3, "minHealthy": "90%"}),
+        "set either maxUnhealthy or minHealthy, not both",
+    ),
+    "percentage above 100": (
+        with_spec(VALID_POLICY, safety={"maxUnhealthy": "150%"}),
+        "maxUnhealthy must be a non-negative number of nodes or a percentage like '10%'",
+    ),
+    "empty selector": (
+        with_spec(VALID_POLICY, nodeSelector={}),
+        "an empty selector would match every node in the cluster",
+    ),
+    "In without values": (
+        with_spec(
+            VALID_POLICY,
+            nodeSelector={
+                "matchExpressions": [{"key": "nvidia.com/gpu.product", "operator": "In"}]
+            },
+        ),
+        "operators In and NotIn need at least one value",
+    ),
+    "zero drain timeout": (
+        with_spec(VALID_POLICY, safety={"drain": {"timeout": "0s"}}),
+        "drain.timeout must be longer than 0s",
+    ),
+    "duration in words": (
+        with_spec(VALID_POLICY, checks={"interval": "5 minutes"}),
+        "spec.checks.interval: Invalid value",
+    ),
+    "step after retire": (
+        with_spec(
+            VALID_POLICY,
+            remediation={"ladders": {"fatal": [{"action": "retire"}, {"action": "reboot"}]}},
+        ),
+        "retire ends a ladder: no step can follow it",
+    ),
+    "unknown remediation action": (
+        with_spec(VALID_POLICY, remediation={"ladders": {"degraded": [{"action": "explode"}]}}),
+        'Unsupported value: "explode"',
+    ),
+    "no concurrent drains": (
+        with_spec(VALID_POLICY, safety={"maxConcurrentDrains": 0}),
+        "spec.safety.maxConcurrentDrains: Invalid value: 0: "
+        "spec.safety.maxConcurrentDrains in body should be greater than or equal to 1",
+    ),
+    "periodic validation too often": (
+        with_spec(VALID_POLICY, validation={"periodic": {"enabled": True, "interval": "30m"}}),
+        "periodic validation may run at most once an hour per node",
+    ),
+    "missing node selector": (
+        {**VALID_POLICY, "spec": {}},
+        "spec.nodeSelector: Required value",
+    ),
+    "webhook without scheme": (
+        with_spec(VALID_POLICY, remediation={"webhook": {"url": "rma.example.com/api"}}),
+        "webhook url must start with http:// or https://",
+    ),
+}
+
+INVALID_RUNS = {
+    "unknown suite": (with_spec(VALID_RUN, suite="extreme"), 'Unsupported value: "extreme"'),
+    "no concurrency": (
+        with_spec(VALID_RUN, maxConcurrentNodes=0),
+        "maxConcurrentNodes in body should be greater than or equal to 1",
+    ),
+}
+
+
+def rejection(custom: client.CustomObjectsApi, plural: str, body: dict[str, Any]) -> str:
+    body = {**body, "metadata": {"name": f"invalid-{uuid.uuid4().hex[:8]}"}}
+    with pytest.raises(client.ApiException) as caught:
+        custom.create_cluster_custom_object(GROUP, VERSION, plural, body)
+    assert caught.value.status == 422, caught.value.body
+    return str(json.loads(caught.value.body)["message"])
+
+
+@pytest.mark.parametrize(("body", "message"), INVALID_POLICIES.values(), ids=INVALID_POLICIES)
+def test_invalid_policy_is_rejected_with_its_reason(
+    custom: client.CustomObjectsApi, body: dict[str, Any], message: str
+) -> None:
+    assert message in rejection(custom, "gpuhealthpolicies", body)
+
+
+@pytest.mark.parametrize(("body", "message"), INVALID_RUNS.values(), ids=INVALID_RUNS)
+def test_invalid_validation_run_is_rejected_with_its_reason(
+    custom: client.CustomObjectsApi, body: dict[str, Any], message: str
+) -> None:
+    assert message in rejection(custom, "validationruns", body)
+
+
+def test_unknown_field_is_rejected_under_strict_validation(
+    custom: client.CustomObjectsApi,
+) -> None:
+    body = with_spec(VALID_POLICY, safety={"maxUnhealty": 3})
+    body["metadata"] = {"name": f"typo-{uuid.uuid4().hex[:8]}"}
+    with pytest.raises(client.ApiException) as caught:
+        custom.create_cluster_custom_object(
+            GROUP, VERSION, "gpuhealthpolicies", body, field_validation="Strict"
+        )
+    assert caught.value.status == 400
+    assert 'unknown field "spec.safety.maxUnhealty"' in json.loads(caught.value.body)["message"]
+
+
+def test_validation_run_spec_cannot_change(custom: client.CustomObjectsApi) -> None:
+    name = f"immutable-{uuid.uuid4().hex[:8]}"
+    custom.create_cluster_custom_object(
+        GROUP, VERSION, "validationruns", {**VALID_RUN, "metadata": {"name": name}}
+    )
+    try:
+        with pytest.raises(client.ApiException) as caught:
+            custom.patch_cluster_custom_object(
+                GROUP, VERSION, "validationruns", name, {"spec": {"suite": "burn-in"}}
+            )
+        assert "a ValidationRun cannot be changed once created" in caught.value.body
+    finally:
+        custom.delete_cluster_custom_object(GROUP, VERSION, "validationruns", name)
+
+
+def test_gpunode_must_be_named_after_its_node(custom: client.CustomObjectsApi) -> None:
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "GPUNode",
+        "metadata": {"name": "gpu-node-0000"},
+        "spec": {"nodeName": "gpu-node-0001"},
+    }
+    with pytest.raises(client.ApiException) as caught:
+        custom.create_cluster_custom_object(GROUP, VERSION, "gpunodes", body)
+    assert "spec.nodeName must equal metadata.name" in caught.value.body
+
+
+def test_minimal_policy_is_stored_with_every_default(custom: client.CustomObjectsApi) -> None:
+    name = f"defaults-{uuid.uuid4().hex[:8]}"
+    stored = custom.create_cluster_custom_object(
+        GROUP, VERSION, "gpuhealthpolicies", {**VALID_POLICY, "metadata": {"name": name}}
+    )
+    try:
+        spec = stored["spec"]
+        assert spec["safety"]["maxConcurrentDrains"] == 1
+        assert spec["safety"]["drain"]["onTimeout"] == "escalate"
+        assert [s["action"] for s in spec["remediation"]["ladders"]["fatal"]] == [
+            "reset-gpu",
+            "reboot",
+            "retire",
+        ]
+        assert spec["validation"]["burnInOnJoin"] is True
+    finally:
+        custom.delete_cluster_custom_object(GROUP, VERSION, "gpuhealthpolicies", name)
+
+
+def test_crds_are_established_with_short_names(
+    api_client: client.ApiClient, crds: list[str]
+) -> None:
+    extensions = client.ApiextensionsV1Api(api_client)
+    short = {
+        name: extensions.read_custom_resource_definition(name).spec.names.short_names
+        for name in crds
+    }
+    assert short == {
+        "gpuhealthpolicies.pitcrew.dev": ["ghp"],
+        "gpunodes.pitcrew.dev": ["gpun"],
+        "validationruns.pitcrew.dev": ["vrun"],
+    }

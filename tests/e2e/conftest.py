@@ -1,0 +1,105 @@
+"""A real kube-apiserver for the end-to-end tests.
+
+One devcluster per test session (startup takes seconds once built); set
+``PITCREW_TEST_KUBECONFIG`` to run the suite against a cluster you already
+have instead. Tests create what they need with unique names and clean up, so
+they can share the cluster.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes import client, config
+
+from gpuhealth.models import get_model
+from pitcrew import devcluster
+
+E2E_NODES = 4
+
+CRD_DIR = Path(__file__).resolve().parents[2] / "crds"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/e2e" in str(item.fspath):
+            item.add_marker(pytest.mark.e2e)
+
+
+@pytest.fixture(scope="session")
+def kubeconfig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    existing = os.environ.get("PITCREW_TEST_KUBECONFIG")
+    if existing:
+        yield existing
+        return
+    directory = Path(tmp_path_factory.mktemp("devcluster"))
+    state = devcluster.up(
+        directory=directory, node_count=E2E_NODES, gpus_per_node=8, model=get_model("H100")
+    )
+    try:
+        yield state.kubeconfig
+    finally:
+        devcluster.down(directory=directory, log=lambda _: None)
+
+
+@pytest.fixture(scope="session")
+def api_client(kubeconfig: str) -> client.ApiClient:
+    return config.new_client_from_config(config_file=kubeconfig)
+
+
+@pytest.fixture(scope="session")
+def core(api_client: client.ApiClient) -> client.CoreV1Api:
+    return client.CoreV1Api(api_client)
+
+
+@pytest.fixture
+def namespace(core: client.CoreV1Api) -> Iterator[str]:
+    name = f"e2e-{uuid.uuid4().hex[:8]}"
+    core.create_namespace({"metadata": {"name": name}})
+    yield name
+    core.delete_namespace(name)
+
+
+def install_crds(api_client: client.ApiClient, *, timeout: float = 30.0) -> list[str]:
+    extensions = client.ApiextensionsV1Api(api_client)
+    names = []
+    for path in sorted(CRD_DIR.glob("*.yaml")):
+        body = yaml.safe_load(path.read_text())
+        names.append(body["metadata"]["name"])
+        try:
+            extensions.create_custom_resource_definition(body)
+        except client.ApiException as error:
+            if error.status != 409:
+                raise
+            current = extensions.read_custom_resource_definition(body["metadata"]["name"])
+            body["metadata"]["resourceVersion"] = current.metadata.resource_version
+            extensions.replace_custom_resource_definition(body["metadata"]["name"], body)
+    deadline = time.monotonic() + timeout
+    for name in names:
+        while not _established(extensions.read_custom_resource_definition(name)):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"CRD {name} not Established after {timeout}s")
+            time.sleep(0.2)
+    return names
+
+
+def _established(crd: client.V1CustomResourceDefinition) -> bool:
+    return any(
+        c.type == "Established" and c.status == "True" for c in (crd.status.conditions or [])
+    )
+
+
+@pytest.fixture(scope="session")
+def crds(api_client: client.ApiClient) -> list[str]:
+    return install_crds(api_client)
+
+
+@pytest.fixture(scope="session")
+def custom(api_client: client.ApiClient, crds: list[str]) -> client.CustomObjectsApi:
+    return client.CustomObjectsApi(api_client)

@@ -1,0 +1,51 @@
+"""The API models parse what the apiserver stores and reject what it would."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from pitcrew.api.meta import parse_duration
+from pitcrew.api.policy import GPUHealthPolicySpec, RemediationAction
+
+SELECTOR = {"matchLabels": {"nvidia.com/gpu.present": "true"}}
+
+
+def test_minimal_spec_gets_safe_defaults() -> None:
+    spec = GPUHealthPolicySpec.model_validate({"nodeSelector": SELECTOR})
+    assert spec.safety.max_concurrent_drains == 1
+    assert spec.safety.dry_run is False
+    assert [s.action for s in spec.remediation.ladders.fatal] == [
+        RemediationAction.RESET_GPU,
+        RemediationAction.REBOOT,
+        RemediationAction.RETIRE,
+    ]
+
+
+def test_unknown_field_is_refused() -> None:
+    with pytest.raises(ValidationError, match="maxUnhealty"):
+        GPUHealthPolicySpec.model_validate({"nodeSelector": SELECTOR, "safety": {"maxUnhealty": 3}})
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("30s", 30), ("10m", 600), ("1h30m", 5400), ("250ms", 0.25), ("1.5h", 5400)],
+)
+def test_durations_parse_like_go(text: str, seconds: float) -> None:
+    assert parse_duration(text) == datetime.timedelta(seconds=seconds)
+
+
+@pytest.mark.parametrize("text", ["", "5 minutes", "10", "-1s", "1d"])
+def test_bad_durations_are_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="invalid duration"):
+        parse_duration(text)
+
+
+@given(st.integers(min_value=0, max_value=10**6), st.sampled_from(["ms", "s", "m", "h"]))
+def test_any_integer_duration_round_trips(amount: int, unit: str) -> None:
+    factor = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[unit]
+    assert parse_duration(f"{amount}{unit}").total_seconds() == pytest.approx(amount * factor)
