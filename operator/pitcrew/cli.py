@@ -91,8 +91,12 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--dir", type=Path, default=DEFAULT_DIR)
 
     crds = commands.add_parser("crds", help="generate CRD YAML from the API models")
-    crds.add_argument("--out", type=Path, action="append",
-                      help="output folder, repeatable (default: crds/ and charts/pitcrew/crds/)")
+    crds.add_argument(
+        "--out",
+        type=Path,
+        action="append",
+        help="output folder, repeatable (default: crds/ and charts/pitcrew/crds/)",
+    )
     crds.add_argument("--check", action="store_true", help="fail if the files are stale")
     crds.set_defaults(handler=_crds)
     return parser
