@@ -1,0 +1,165 @@
+"""The probe interface and how probe measurements become check results.
+
+A measurement below its floor (from the GPU model table, overridable) fails
+with fault class ``degraded``: a slow GPU or fabric is not broken, but it
+paces every synchronous job it joins, so it is drained and revalidated. A
+probe that cannot run (no PyTorch, no CUDA, a crashed benchmark) reports
+``error``, which is never evidence against the GPU.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from gpuhealth.models import GpuModel
+from gpuhealth.report import CheckResult, CheckStatus, FaultClass, RecommendedAction
+
+SUITES: dict[str, tuple[str, ...]] = {
+    "passive": (),
+    "quick": ("gemm", "hbm"),
+    "full": ("gemm", "hbm", "pcie-bandwidth", "nccl-allreduce"),
+}
+
+
+class ProbeUnavailableError(RuntimeError):
+    """The probe cannot run here; the message says what is missing."""
+
+
+class ProbeFailedError(RuntimeError):
+    """The probe ran and found the hardware wrong (e.g. corrupted all-reduce data)."""
+
+
+class Probes(Protocol):
+    name: str
+
+    def gemm_tflops(self, gpu: int) -> float: ...
+
+    def hbm_gbps(self, gpu: int) -> float: ...
+
+    def h2d_gbps(self, gpu: int) -> float: ...
+
+    def allreduce_busbw_gbps(self) -> float:
+        """Single-node all-reduce bus bandwidth over every local GPU."""
+        ...
+
+
+def _measure(
+    name: str,
+    measure: Callable[[], float],
+    *,
+    floor: float,
+    unit: str,
+    gpu: int | None,
+    action: RecommendedAction,
+) -> CheckResult:
+    try:
+        value = measure()
+    except ProbeUnavailableError as error:
+        return CheckResult(
+            name=name, status=CheckStatus.ERROR, gpu=gpu, unit=unit, message=str(error)
+        )
+    except ProbeFailedError as error:
+        return CheckResult(
+            name=name,
+            status=CheckStatus.FAIL,
+            gpu=gpu,
+            unit=unit,
+            fault_class=FaultClass.DEGRADED,
+            action=action,
+            message=str(error),
+        )
+    except Exception as error:
+        return CheckResult(
+            name=name,
+            status=CheckStatus.ERROR,
+            gpu=gpu,
+            unit=unit,
+            message=f"probe failed: {type(error).__name__}: {error}",
+        )
+    if value < floor:
+        return CheckResult(
+            name=name,
+            status=CheckStatus.FAIL,
+            gpu=gpu,
+            observed=round(value, 1),
+            threshold=floor,
+            unit=unit,
+            fault_class=FaultClass.DEGRADED,
+            action=action,
+            message=f"{value:.1f} {unit} is below the floor",
+        )
+    return CheckResult(
+        name=name,
+        status=CheckStatus.PASS,
+        gpu=gpu,
+        observed=round(value, 1),
+        threshold=floor,
+        unit=unit,
+    )
+
+
+def run_probes(
+    probes: Probes,
+    *,
+    suite: str,
+    model: GpuModel,
+    gpus: Sequence[int],
+    floors: dict[str, float] | None = None,
+) -> list[CheckResult]:
+    """Run the probes of ``suite`` and judge them against the model's floors."""
+    wanted = SUITES[suite]
+    floor = {
+        "gemm": model.gemm_floor_tflops,
+        "hbm": model.hbm_floor_gbps,
+        "pcie-bandwidth": model.pcie_floor_gbps,
+        "nccl-allreduce": model.nccl_intra_floor_gbps,
+    } | (floors or {})
+    results = []
+    for gpu in gpus:
+        if "gemm" in wanted:
+            results.append(
+                _measure(
+                    "gemm",
+                    functools.partial(probes.gemm_tflops, gpu),
+                    floor=floor["gemm"],
+                    unit="TFLOPS",
+                    gpu=gpu,
+                    action=RecommendedAction.RESET_GPU,
+                )
+            )
+        if "hbm" in wanted:
+            results.append(
+                _measure(
+                    "hbm",
+                    functools.partial(probes.hbm_gbps, gpu),
+                    floor=floor["hbm"],
+                    unit="GB/s",
+                    gpu=gpu,
+                    action=RecommendedAction.RESET_GPU,
+                )
+            )
+        if "pcie-bandwidth" in wanted:
+            results.append(
+                _measure(
+                    "pcie-bandwidth",
+                    functools.partial(probes.h2d_gbps, gpu),
+                    floor=floor["pcie-bandwidth"],
+                    unit="GB/s",
+                    gpu=gpu,
+                    action=RecommendedAction.REBOOT,
+                )
+            )
+    if "nccl-allreduce" in wanted:
+        results.append(
+            _measure(
+                "nccl-allreduce",
+                probes.allreduce_busbw_gbps,
+                floor=floor["nccl-allreduce"],
+                unit="GB/s",
+                gpu=None,
+                action=RecommendedAction.RESET_GPU,
+            )
+        )
+    return results

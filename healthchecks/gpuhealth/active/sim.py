@@ -1,0 +1,53 @@
+"""Probe results for simulated GPUs: healthy values a little above the model's
+floors, scaled down by ``slow-*`` faults, a downtrained PCIe link or NVLink
+links that are down, the way the real numbers move."""
+
+from __future__ import annotations
+
+from gpuhealth import faults as f
+from gpuhealth.backends.sim import SimBackend
+
+HEADROOM = 1.15
+
+
+class SimProbes:
+    name = "sim"
+
+    def __init__(self, backend: SimBackend) -> None:
+        self.backend = backend
+        self.model = backend.model
+
+    def _factor(self, kind: type[f.SlowGemm] | type[f.SlowHbm], gpu: int) -> float:
+        slow = [
+            float(x.factor) for x in self.backend.faults if isinstance(x, kind) and x.gpu == gpu
+        ]
+        return max(slow, default=1.0)
+
+    def gemm_tflops(self, gpu: int) -> float:
+        return self.model.gemm_floor_tflops * HEADROOM / self._factor(f.SlowGemm, gpu)
+
+    def hbm_gbps(self, gpu: int) -> float:
+        return self.model.hbm_floor_gbps * HEADROOM / self._factor(f.SlowHbm, gpu)
+
+    def h2d_gbps(self, gpu: int) -> float:
+        healthy = self.model.pcie_floor_gbps * HEADROOM
+        for x in self.backend.faults:
+            if isinstance(x, f.PcieDowntrain) and x.gpu == gpu:
+                lane_rate = 2.0 ** (x.gen - self.model.pcie_gen)
+                return healthy * lane_rate * x.width / self.model.pcie_width
+        return healthy
+
+    def allreduce_busbw_gbps(self) -> float:
+        healthy = self.model.nccl_intra_floor_gbps * 1.04
+        slow = max(
+            (x.factor for x in self.backend.faults if isinstance(x, f.SlowNccl)), default=1.0
+        )
+        links = self.model.nvlink_links
+        down = max(
+            (
+                sum(1 for y in self.backend.faults if isinstance(y, f.NvlinkDown) and y.gpu == g)
+                for g in range(self.backend.gpu_count)
+            ),
+            default=0,
+        )
+        return healthy / slow * (links - down) / links

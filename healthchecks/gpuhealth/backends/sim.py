@@ -1,0 +1,221 @@
+"""Simulated GPUs: realistic healthy values per model, with injectable faults.
+
+Healthy values follow the model table (PCIe generation and width, NVLink link
+count, slowdown temperature, power). Faults from :mod:`gpuhealth.faults` are
+applied on top, and counters that a storm drives (SBE ECC, NVLink CRC, IB
+link-downed) grow with the time since the fault was injected, read from the
+backend's clock; so rate checks see a rate, exactly as on hardware, and tests
+control time instead of sleeping.
+
+An ``xid`` fault produces one XID event the first time it is sampled, as the
+driver logs it once; it stays in the fault list (the annotation) until
+cleared, but is not reported again.
+"""
+
+from __future__ import annotations
+
+import datetime
+import zlib
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+from gpuhealth import faults as f
+from gpuhealth.models import GpuModel
+from gpuhealth.report import GpuIdentity
+from gpuhealth.samples import (
+    ClockEvent,
+    GpuSample,
+    IbPortSample,
+    NodeSample,
+    NvLinkSample,
+    XidEvent,
+)
+
+HEALTHY_DRIVER = "560.35.03"
+HEALTHY_CUDA = "12.6"
+HEALTHY_VBIOS = "96.00.99.00.01"
+IB_PORTS = 8
+IB_RATE_GBPS = 400.0
+IB_TRAFFIC_BYTES_PER_S = 20e9
+
+Clock = Callable[[], datetime.datetime]
+F = TypeVar("F", bound=f.FaultBase)
+
+
+def utc_now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+class SimBackend:
+    """A node of ``gpus`` simulated GPUs of one model."""
+
+    name = "sim"
+
+    def __init__(
+        self, *, node: str, model: GpuModel, gpus: int = 8, clock: Clock = utc_now
+    ) -> None:
+        self.node = node
+        self.model = model
+        self.gpu_count = gpus
+        self.clock = clock
+        self.started = clock()
+        self._faults: dict[f.Fault, datetime.datetime] = {}
+        self._reported_xids: set[f.Fault] = set()
+
+    @property
+    def faults(self) -> list[f.Fault]:
+        return list(self._faults)
+
+    def set_faults(self, faults: Sequence[f.Fault]) -> None:
+        """Replace the active faults; a fault already active keeps its start time."""
+        now = self.clock()
+        self._faults = {fault: self._faults.get(fault, now) for fault in faults}
+        self._reported_xids &= set(self._faults)
+
+    def _minutes_since(self, fault: f.Fault) -> float:
+        return max((self.clock() - self._faults[fault]).total_seconds(), 0.0) / 60.0
+
+    def _of(self, kind: type[F], gpu: int | None = None) -> list[F]:
+        return [
+            x
+            for x in self._faults
+            if isinstance(x, kind) and (gpu is None or getattr(x, "gpu", None) == gpu)
+        ]
+
+    def _has(self, kind: type[f.FaultBase], gpu: int) -> bool:
+        return bool(self._of(kind, gpu))
+
+    def identity(self, index: int) -> GpuIdentity:
+        return GpuIdentity(
+            index=index,
+            uuid=f"GPU-{zlib.crc32(f'{self.node}/{index}'.encode()):08x}-0000-4000-8000-{index:012x}",
+            model=self.model.nvml_names[0],
+            serial=f"SIM{zlib.crc32(self.node.encode()):010d}{index:02d}",
+            pci_bus_id=f"00000000:{0x18 + 0x10 * index:02X}:00.0",
+        )
+
+    def _gpu(self, index: int) -> GpuSample | None:
+        if self._has(f.GpuMissing, index):
+            return None
+        model = self.model
+        events: set[ClockEvent] = set()
+        temperature = 42.0 + (index % 4)
+        if self._has(f.ThermalSlowdown, index):
+            events |= {ClockEvent.HW_THERMAL, ClockEvent.HW_SLOWDOWN}
+            temperature = model.slowdown_temp_c + 1
+        if self._has(f.PowerBrake, index):
+            events |= {ClockEvent.HW_POWER_BRAKE, ClockEvent.HW_SLOWDOWN}
+        sbe = sum(x.per_minute * self._minutes_since(x) for x in self._of(f.EccSbeStorm, index))
+        dbe = sum(x.count for x in self._of(f.EccDbe, index))
+        pcie_gen, pcie_width = model.pcie_gen, model.pcie_width
+        for downtrain in self._of(f.PcieDowntrain, index):
+            pcie_gen, pcie_width = downtrain.gen, downtrain.width
+        down = {x.link for x in self._of(f.NvlinkDown, index)}
+        crc = {
+            x.link: x.per_minute * self._minutes_since(x) for x in self._of(f.NvlinkCrcStorm, index)
+        }
+        return GpuSample(
+            identity=self.identity(index),
+            temperature_c=temperature,
+            slowdown_temp_c=model.slowdown_temp_c,
+            power_w=model.tdp_w * 0.45,
+            clock_events=frozenset(events),
+            ecc_sbe_volatile=int(sbe),
+            ecc_dbe_volatile=dbe,
+            ecc_sbe_aggregate=int(sbe),
+            ecc_dbe_aggregate=dbe,
+            remap_correctable=0,
+            remap_uncorrectable=dbe,
+            remap_pending=self._has(f.RowRemapPending, index) or dbe > 0,
+            remap_failure=self._has(f.RowRemapFailure, index),
+            retired_pages_sbe=0,
+            retired_pages_dbe=0,
+            retired_pages_pending=False,
+            pcie_gen=pcie_gen,
+            pcie_width=pcie_width,
+            pcie_max_gen=model.pcie_gen,
+            pcie_max_width=model.pcie_width,
+            pcie_replay=0,
+            nvlinks=tuple(
+                NvLinkSample(link=link, active=link not in down, crc_errors=int(crc.get(link, 0)))
+                for link in range(model.nvlink_links)
+            ),
+            mig_enabled=False,
+            persistence_mode=True,
+            vbios_version=HEALTHY_VBIOS,
+        )
+
+    def _xids(self, gpus: dict[int, GpuSample]) -> list[XidEvent]:
+        now = self.clock()
+        events = []
+        for fault in self._of(f.Xid):
+            if fault in self._reported_xids:
+                continue
+            self._reported_xids.add(fault)
+            bus = self.identity(fault.gpu).pci_bus_id
+            events.append(
+                XidEvent(
+                    code=fault.code,
+                    gpu=fault.gpu if fault.gpu in gpus else None,
+                    pci_bus_id=bus,
+                    message=f"simulated Xid {fault.code}",
+                    time=now,
+                )
+            )
+        for index in range(self.gpu_count):
+            if index not in gpus and self._has(f.GpuMissing, index):
+                # A GPU that falls off the bus logs XID 79 once, like the driver does.
+                marker = f.Xid(type="xid", gpu=index, code=79)
+                if marker not in self._reported_xids:
+                    self._reported_xids.add(marker)
+                    events.append(
+                        XidEvent(
+                            code=79,
+                            gpu=None,
+                            pci_bus_id=self.identity(index).pci_bus_id,
+                            message="GPU has fallen off the bus.",
+                            time=now,
+                        )
+                    )
+        return events
+
+    def _ib_ports(self) -> tuple[IbPortSample, ...]:
+        elapsed = (self.clock() - self.started).total_seconds()
+        ports = []
+        for index in range(IB_PORTS):
+            name = f"mlx5_{index}/1"
+            is_down = any(x.port == name for x in self._of(f.IbPortDown))
+            flaps = sum(
+                x.per_hour * self._minutes_since(x) / 60.0
+                for x in self._of(f.IbFlapping)
+                if x.port == name
+            )
+            traffic = 0 if is_down else int(IB_TRAFFIC_BYTES_PER_S * elapsed)
+            ports.append(
+                IbPortSample(
+                    name=name,
+                    state="DOWN" if is_down else "ACTIVE",
+                    phys_state="Disabled" if is_down else "LinkUp",
+                    rate_gbps=IB_RATE_GBPS,
+                    link_downed=int(flaps),
+                    link_error_recovery=int(flaps),
+                    xmit_bytes=traffic,
+                    rcv_bytes=traffic,
+                )
+            )
+        return tuple(ports)
+
+    def sample(self) -> NodeSample:
+        gpus = {i: g for i in range(self.gpu_count) if (g := self._gpu(i)) is not None}
+        driver = next((x.version for x in self._of(f.DriverMismatch)), HEALTHY_DRIVER)
+        return NodeSample(
+            time=self.clock(),
+            gpus=tuple(gpus.values()),
+            driver_version=driver,
+            cuda_version=HEALTHY_CUDA,
+            xids=tuple(self._xids(gpus)),
+            ib_ports=self._ib_ports(),
+        )
+
+    def close(self) -> None:
+        """Nothing to release."""

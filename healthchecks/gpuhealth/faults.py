@@ -1,0 +1,167 @@
+"""The fault vocabulary: faults the simulated backend can inject.
+
+One JSON list of faults is the language shared by sim scenarios, the
+``sim.pitcrew.dev/faults`` Node annotation read by the simulated agents, the
+demo's fault schedule and the tests, documented in ``docs/faults.md``. Each
+fault is a small typed record with a ``type`` discriminator; an unknown type
+or a missing field is refused with a message naming it, so a typo in a
+scenario never silently means "healthy".
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+GpuIndex = Annotated[int, Field(ge=0, le=63)]
+
+
+class FaultBase(BaseModel):
+    """Common base of every fault record."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Xid(FaultBase):
+    type: Literal["xid"]
+    gpu: GpuIndex
+    code: int = Field(ge=1, le=1000)
+
+
+class GpuMissing(FaultBase):
+    type: Literal["gpu-missing"]
+    gpu: GpuIndex
+
+
+class EccDbe(FaultBase):
+    type: Literal["ecc-dbe"]
+    gpu: GpuIndex
+    count: int = Field(default=1, ge=1)
+
+
+class EccSbeStorm(FaultBase):
+    type: Literal["ecc-sbe-storm"]
+    gpu: GpuIndex
+    per_minute: float = Field(gt=0)
+
+
+class RowRemapPending(FaultBase):
+    type: Literal["row-remap-pending"]
+    gpu: GpuIndex
+
+
+class RowRemapFailure(FaultBase):
+    type: Literal["row-remap-failure"]
+    gpu: GpuIndex
+
+
+class ThermalSlowdown(FaultBase):
+    type: Literal["thermal-slowdown"]
+    gpu: GpuIndex
+
+
+class PowerBrake(FaultBase):
+    type: Literal["power-brake"]
+    gpu: GpuIndex
+
+
+class PcieDowntrain(FaultBase):
+    type: Literal["pcie-downtrain"]
+    gpu: GpuIndex
+    gen: int = Field(ge=1, le=6)
+    width: int = Field(ge=1, le=16)
+
+
+class NvlinkDown(FaultBase):
+    type: Literal["nvlink-down"]
+    gpu: GpuIndex
+    link: int = Field(ge=0, le=17)
+
+
+class NvlinkCrcStorm(FaultBase):
+    type: Literal["nvlink-crc-storm"]
+    gpu: GpuIndex
+    link: int = Field(ge=0, le=17)
+    per_minute: float = Field(default=1000.0, gt=0)
+
+
+class SlowGemm(FaultBase):
+    type: Literal["slow-gemm"]
+    gpu: GpuIndex
+    factor: float = Field(gt=1, description="How many times slower than healthy.")
+
+
+class SlowHbm(FaultBase):
+    type: Literal["slow-hbm"]
+    gpu: GpuIndex
+    factor: float = Field(gt=1)
+
+
+class SlowNccl(FaultBase):
+    type: Literal["slow-nccl"]
+    factor: float = Field(gt=1)
+
+
+class DriverMismatch(FaultBase):
+    type: Literal["driver-mismatch"]
+    version: str = Field(min_length=1, max_length=32)
+
+
+class IbPortDown(FaultBase):
+    type: Literal["ib-port-down"]
+    port: str = Field(min_length=1, max_length=64, description="e.g. mlx5_0/1")
+
+
+class IbFlapping(FaultBase):
+    type: Literal["ib-flapping"]
+    port: str = Field(min_length=1, max_length=64)
+    per_hour: float = Field(gt=0)
+
+
+Fault = Annotated[
+    Xid
+    | GpuMissing
+    | EccDbe
+    | EccSbeStorm
+    | RowRemapPending
+    | RowRemapFailure
+    | ThermalSlowdown
+    | PowerBrake
+    | PcieDowntrain
+    | NvlinkDown
+    | NvlinkCrcStorm
+    | SlowGemm
+    | SlowHbm
+    | SlowNccl
+    | DriverMismatch
+    | IbPortDown
+    | IbFlapping,
+    Field(discriminator="type"),
+]
+
+_FAULT_LIST = TypeAdapter(list[Fault])
+
+
+class FaultListError(ValueError):
+    """A fault list that is not valid JSON or not in the vocabulary."""
+
+
+def parse_faults(text: str) -> list[Fault]:
+    """Parse a JSON fault list; errors name the entry and field at fault."""
+    try:
+        raw = json.loads(text) if text.strip() else []
+    except json.JSONDecodeError as error:
+        raise FaultListError(f"fault list is not JSON: {error}") from error
+    try:
+        return _FAULT_LIST.validate_python(raw)
+    except ValidationError as error:
+        problems = "; ".join(
+            f"entry {'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors()
+        )
+        raise FaultListError(f"invalid fault list: {problems}") from error
+
+
+def dump_faults(faults: list[Fault]) -> str:
+    return _FAULT_LIST.dump_json(faults).decode()

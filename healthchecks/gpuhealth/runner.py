@@ -1,0 +1,132 @@
+"""Run a suite against a backend and produce a :class:`~gpuhealth.report.Report`.
+
+:class:`Checker` is what a long-running agent keeps: one backend, the memory
+that rates and latches need, and the thresholds. Sampling runs on a worker
+thread with a timeout, because an NVML call on a failing GPU can block for
+minutes; a timed-out or failed sample yields a report whose ``backend`` check
+is ``error`` (the node could not be checked; not evidence against it).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import datetime
+from collections.abc import Collection, Mapping
+
+from gpuhealth.active.probes import SUITES, Probes, run_probes
+from gpuhealth.backends.base import Backend
+from gpuhealth.checks import PASSIVE, CheckContext, Expectations, Memory
+from gpuhealth.history import CounterHistory
+from gpuhealth.models import model_for_nvml_name
+from gpuhealth.report import CheckResult, CheckStatus, Report
+from gpuhealth.samples import NodeSample
+from gpuhealth.thresholds import Thresholds
+
+
+class UnknownCheckError(ValueError):
+    """A check name that is not one of :data:`gpuhealth.checks.PASSIVE`."""
+
+
+class Checker:
+    def __init__(
+        self,
+        *,
+        backend: Backend,
+        node: str,
+        expect: Expectations | None = None,
+        thresholds: Mapping[str, float] | None = None,
+        disabled: Collection[str] = (),
+        sample_timeout: float = 30.0,
+    ) -> None:
+        unknown = sorted(set(disabled) - set(PASSIVE))
+        if unknown:
+            raise UnknownCheckError(
+                f"unknown check(s) {', '.join(unknown)}; known: {', '.join(PASSIVE)}"
+            )
+        self.backend = backend
+        self.node = node
+        self.expect = expect or Expectations()
+        self.thresholds = Thresholds(thresholds)
+        self.disabled = frozenset(disabled)
+        self.sample_timeout = sample_timeout
+        self.memory = Memory(
+            counters=CounterHistory(
+                window=datetime.timedelta(seconds=self.thresholds["rate.window_s"])
+            )
+        )
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="gpuhealth-sample"
+        )
+
+    def _sample(self) -> NodeSample | str:
+        future = self._pool.submit(self.backend.sample)
+        try:
+            return future.result(timeout=self.sample_timeout)
+        except concurrent.futures.TimeoutError:
+            # The hung call keeps its thread; later samples get a fresh one.
+            self._pool.shutdown(wait=False)
+            self._pool = concurrent.futures.ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="gpuhealth-sample"
+            )
+            return f"{self.backend.name}: sampling timed out after {self.sample_timeout:.0f}s"
+        except Exception as error:
+            return f"{self.backend.name}: {type(error).__name__}: {error}"
+
+    def run(self, *, suite: str = "passive", probes: Probes | None = None) -> Report:
+        if suite not in SUITES:
+            raise ValueError(f"unknown suite {suite!r}; choose one of {', '.join(SUITES)}")
+        sample = self._sample()
+        if isinstance(sample, str):
+            return Report(
+                node=self.node,
+                time=datetime.datetime.now(datetime.UTC),
+                backend=self.backend.name,
+                suite=suite,
+                checks=[CheckResult(name="backend", status=CheckStatus.ERROR, message=sample)],
+            )
+        expect = self.expect
+        if expect.model is None and sample.gpus:
+            expect = Expectations(
+                gpus=expect.gpus,
+                driver_version=expect.driver_version,
+                ib_ports=expect.ib_ports,
+                mig_enabled=expect.mig_enabled,
+                model=model_for_nvml_name(sample.gpus[0].identity.model),
+            )
+        context = CheckContext(
+            sample=sample, thresholds=self.thresholds, memory=self.memory, expect=expect
+        )
+        results: list[CheckResult] = []
+        for name, check in PASSIVE.items():
+            if name not in self.disabled:
+                results.extend(check(context))
+        if SUITES[suite]:
+            if probes is None or expect.model is None:
+                results.append(
+                    CheckResult(
+                        name="active",
+                        status=CheckStatus.ERROR,
+                        message="active probes need a probe backend and a known GPU model",
+                    )
+                )
+            else:
+                results.extend(
+                    run_probes(
+                        probes,
+                        suite=suite,
+                        model=expect.model,
+                        gpus=[g.identity.index for g in sample.gpus if not g.lost],
+                    )
+                )
+        return Report(
+            node=self.node,
+            time=sample.time,
+            backend=self.backend.name,
+            suite=suite,
+            gpus=[g.identity for g in sample.gpus],
+            checks=results,
+        )
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False)
+        self.backend.close()
