@@ -1,0 +1,208 @@
+"""Backends: NVML errors per call, lost GPUs, missing driver; kernel log; sysfs IB."""
+
+from __future__ import annotations
+
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuhealth.backends.base import BackendUnavailableError
+from gpuhealth.kernel_log import KernelLog
+from gpuhealth.samples import ClockEvent
+from gpuhealth.sysfs_ib import read_ports
+
+
+class FakeNvmlError(Exception):
+    pass
+
+
+class NotSupported(FakeNvmlError):
+    pass
+
+
+class GpuIsLost(FakeNvmlError):
+    pass
+
+
+class Unknown(FakeNvmlError):
+    pass
+
+
+class Timeout(FakeNvmlError):
+    pass
+
+
+def fake_pynvml(*, lost: set[int], broken_ecc: set[int]) -> types.ModuleType:
+    """A stand-in for pynvml with two GPUs, for unit tests of the error handling."""
+    nvml: Any = types.ModuleType("pynvml")
+    nvml.NVMLError, nvml.NVMLError_NotSupported = FakeNvmlError, NotSupported
+    nvml.NVMLError_GpuIsLost, nvml.NVMLError_Timeout = GpuIsLost, Timeout
+    for i, name in enumerate(
+        [
+            "nvmlClocksEventReasonHwSlowdown",
+            "nvmlClocksEventReasonHwThermalSlowdown",
+            "nvmlClocksEventReasonHwPowerBrakeSlowdown",
+            "nvmlClocksEventReasonSwThermalSlowdown",
+        ]
+    ):
+        setattr(nvml, name, 1 << i)
+    for name in [
+        "NVML_MEMORY_ERROR_TYPE_CORRECTED",
+        "NVML_MEMORY_ERROR_TYPE_UNCORRECTED",
+        "NVML_VOLATILE_ECC",
+        "NVML_AGGREGATE_ECC",
+        "NVML_TEMPERATURE_GPU",
+        "NVML_TEMPERATURE_THRESHOLD_SLOWDOWN",
+        "nvmlEventTypeXidCriticalError",
+        "NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS",
+        "NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR",
+        "NVML_NVLINK_ERROR_DL_CRC_FLIT",
+        "NVML_NVLINK_ERROR_DL_REPLAY",
+        "NVML_NVLINK_ERROR_DL_RECOVERY",
+    ]:
+        setattr(nvml, name, 0)
+
+    def handle(index: int) -> int:
+        if index in lost:
+            raise GpuIsLost("GPU is lost")
+        return index
+
+    def not_supported(*_: Any) -> Any:
+        raise NotSupported("Not Supported")
+
+    def ecc(h: int, *_: Any) -> int:
+        if h in broken_ecc:
+            raise Unknown("Unknown Error")
+        return 0
+
+    nvml.nvmlInit = lambda: None
+    nvml.nvmlShutdown = lambda: None
+    nvml.nvmlDeviceGetCount = lambda: 2
+    nvml.nvmlDeviceGetHandleByIndex = handle
+    nvml.nvmlEventSetCreate = not_supported
+    nvml.nvmlDeviceGetPciInfo = lambda h: types.SimpleNamespace(busId=f"00000000:{h:02X}:00.0")
+    nvml.nvmlDeviceGetUUID = lambda h: f"GPU-{h}"
+    nvml.nvmlDeviceGetName = lambda h: "NVIDIA H100 80GB HBM3"
+    nvml.nvmlDeviceGetSerial = lambda h: f"S{h}"
+    nvml.nvmlDeviceGetCurrentClocksEventReasons = lambda h: 2  # hw thermal
+    nvml.nvmlDeviceGetTotalEccErrors = ecc
+    nvml.nvmlDeviceGetRemappedRows = lambda h: (0, 0, 0, 0)
+    nvml.nvmlDeviceGetRetiredPages = not_supported
+    nvml.nvmlDeviceGetRetiredPagesPendingStatus = not_supported
+    nvml.nvmlDeviceGetPowerUsage = lambda h: 312000
+    nvml.nvmlDeviceGetMigMode = lambda h: (0, 0)
+    nvml.nvmlDeviceGetPersistenceMode = lambda h: 1
+    nvml.nvmlDeviceGetTemperature = lambda h, s: 41
+    nvml.nvmlDeviceGetTemperatureThreshold = lambda h, s: 87
+    nvml.nvmlDeviceGetCurrPcieLinkGeneration = lambda h: 5
+    nvml.nvmlDeviceGetCurrPcieLinkWidth = lambda h: 16
+    nvml.nvmlDeviceGetMaxPcieLinkGeneration = lambda h: 5
+    nvml.nvmlDeviceGetMaxPcieLinkWidth = lambda h: 16
+    nvml.nvmlDeviceGetPcieReplayCounter = lambda h: 0
+    nvml.nvmlDeviceGetNvLinkState = lambda h, link: 1 if link < 18 else not_supported()
+    nvml.nvmlDeviceGetNvLinkErrorCounter = lambda h, link, kind: 0
+    nvml.nvmlDeviceGetVbiosVersion = lambda h: b"96.00.99.00.01"
+    nvml.nvmlSystemGetDriverVersion = lambda: "560.35.03"
+    nvml.nvmlSystemGetCudaDriverVersion_v2 = lambda: 12060
+    return nvml
+
+
+def test_nvml_without_library_fails_clearly(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuhealth.backends.nvml import NvmlBackend
+
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    with pytest.raises(BackendUnavailableError, match="NVML not available"):
+        NvmlBackend(kernel_log=None)
+
+
+def test_nvml_errors_are_per_field_and_lost_gpus_are_findings(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from gpuhealth.backends.nvml import NvmlBackend
+
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(lost={1}, broken_ecc={0}))
+    backend = NvmlBackend(kernel_log=None, sysfs_ib=tmp_path / "none")
+    sample = backend.sample()
+    first, second = sample.gpus
+    assert second.lost
+    assert not first.lost
+    assert first.ecc_dbe_volatile is None
+    assert "Unknown Error" in first.errors["ecc"]
+    assert first.retired_pages_sbe is None and "retired_pages" not in first.errors
+    assert first.clock_events == {ClockEvent.HW_THERMAL}
+    assert len(first.nvlinks) == 18
+    assert sample.cuda_version == "12.6"
+    assert first.power_w == 312.0
+    backend.close()
+
+
+def test_kernel_log_follows_a_file(tmp_path: Path) -> None:
+    log = tmp_path / "kern.log"
+    log.write_text("[1.0] NVRM: Xid (PCI:0000:18:00): 13, old event\n")
+    reader = KernelLog(log)
+    assert reader.read_new() == []
+    with log.open("a") as out:
+        out.write("[2.0] NVRM: Xid (PCI:0000:18:00): 79, GPU has fallen off the bus.\n")
+        out.write("[3.0] NVRM: Xid (PCI:0000:18:00): 4")  # half-written line
+    assert [e.code for e in reader.read_new()] == [79]
+    with log.open("a") as out:
+        out.write("8, completed later\n")
+    assert [e.code for e in reader.read_new()] == [48]
+    reader.close()
+
+
+def test_unreadable_kernel_log_is_reported_not_raised(tmp_path: Path) -> None:
+    reader = KernelLog(tmp_path / "missing")
+    assert reader.read_new() == []
+    assert reader.error is not None
+    assert "cannot read" in reader.error
+
+
+def write_port(root: Path, device: str, port: str, **files: str) -> None:
+    path = root / device / "ports" / port
+    (path / "counters").mkdir(parents=True)
+    for name, value in files.items():
+        target = (
+            path / "counters" / name
+            if name in ("link_downed", "symbol_error", "port_xmit_data")
+            else path / name
+        )
+        target.write_text(value + "\n")
+
+
+def test_sysfs_ports_are_read(tmp_path: Path) -> None:
+    write_port(
+        tmp_path,
+        "mlx5_0",
+        "1",
+        state="4: ACTIVE",
+        phys_state="5: LinkUp",
+        rate="400 Gb/sec (4X NDR)",
+        link_layer="InfiniBand",
+        link_downed="2",
+        port_xmit_data="100",
+    )
+    write_port(
+        tmp_path,
+        "mlx5_1",
+        "1",
+        state="1: DOWN",
+        phys_state="3: Disabled",
+        rate="10 Gb/sec (4X SDR)",
+        link_layer="Ethernet",
+    )
+    ports = read_ports(tmp_path)
+    assert [(p.name, p.state, p.phys_state, p.rate_gbps) for p in ports] == [
+        ("mlx5_0/1", "ACTIVE", "LinkUp", 400.0),
+        ("mlx5_1/1", "DOWN", "Disabled", 10.0),
+    ]
+    assert ports[0].link_downed == 2
+    assert ports[0].xmit_bytes == 400
+    assert ports[1].link_layer == "Ethernet"
+
+
+def test_no_infiniband_means_no_ports(tmp_path: Path) -> None:
+    assert read_ports(tmp_path / "absent") == ()

@@ -1,0 +1,195 @@
+"""Every passive check's pass and fail path, on the simulated backend.
+
+Each fault of the vocabulary is injected into a healthy simulated node; the
+report must flag exactly the expected check on the expected GPU with the
+expected class, and a healthy node must pass everything. Time is virtual:
+the second run happens ``WINDOW`` later, so rate checks see a rate.
+"""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+from gpuhealth.backends.sim import SimBackend
+from gpuhealth.checks import Expectations
+from gpuhealth.faults import parse_faults
+from gpuhealth.models import get_model
+from gpuhealth.report import CheckStatus, FaultClass, Report
+from gpuhealth.runner import Checker
+
+WINDOW = datetime.timedelta(minutes=5)
+START = datetime.datetime(2026, 12, 1, tzinfo=datetime.UTC)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = START
+
+    def __call__(self) -> datetime.datetime:
+        return self.now
+
+
+def run(faults: str, *, model: str = "H100", expect: Expectations | None = None) -> Report:
+    clock = Clock()
+    backend = SimBackend(node="n1", model=get_model(model), clock=clock)
+    backend.set_faults(parse_faults(faults))
+    checker = Checker(backend=backend, node="n1", expect=expect or Expectations(gpus=8))
+    checker.run()
+    clock.now += WINDOW
+    report = checker.run()
+    checker.close()
+    return report
+
+
+def findings(report: Report) -> set[tuple[str, int | None, CheckStatus, FaultClass]]:
+    return {
+        (c.name, c.gpu, c.status, c.fault_class)
+        for c in report.checks
+        if c.status is not CheckStatus.PASS
+    }
+
+
+@pytest.mark.parametrize("model", ["H100", "H200", "A100"])
+def test_healthy_node_passes_every_check(model: str) -> None:
+    report = run("[]", model=model)
+    assert report.healthy
+    assert findings(report) == set()
+    assert {c.name for c in report.checks} >= {
+        "gpu-count",
+        "xid",
+        "ecc",
+        "row-remap",
+        "retired-pages",
+        "clock-events",
+        "thermal-margin",
+        "pcie-link",
+        "nvlink",
+        "versions",
+        "gpu-modes",
+        "ib-port",
+    }
+
+
+FAIL, WARN = CheckStatus.FAIL, CheckStatus.WARN
+FATAL, DEGRADED, WATCH = FaultClass.FATAL, FaultClass.DEGRADED, FaultClass.WATCH
+APPLICATION = FaultClass.APPLICATION
+
+CASES = {
+    "xid 79": ('[{"type": "xid", "gpu": 3, "code": 79}]', ("xid", 3, FAIL, FATAL)),
+    "xid 13 once": ('[{"type": "xid", "gpu": 2, "code": 13}]', ("xid", 2, WARN, APPLICATION)),
+    "gpu missing": ('[{"type": "gpu-missing", "gpu": 5}]', ("gpu-count", None, FAIL, FATAL)),
+    "ecc dbe": ('[{"type": "ecc-dbe", "gpu": 1, "count": 2}]', ("ecc-dbe", 1, FAIL, FATAL)),
+    "sbe storm": (
+        '[{"type": "ecc-sbe-storm", "gpu": 0, "per_minute": 200}]',
+        ("ecc-sbe-rate", 0, FAIL, DEGRADED),
+    ),
+    "sbe trickle": (
+        '[{"type": "ecc-sbe-storm", "gpu": 0, "per_minute": 5}]',
+        ("ecc-sbe-rate", 0, WARN, WATCH),
+    ),
+    "remap pending": (
+        '[{"type": "row-remap-pending", "gpu": 4}]',
+        ("row-remap", 4, FAIL, DEGRADED),
+    ),
+    "remap failure": ('[{"type": "row-remap-failure", "gpu": 4}]', ("row-remap", 4, FAIL, FATAL)),
+    "thermal": ('[{"type": "thermal-slowdown", "gpu": 6}]', ("clock-events", 6, FAIL, DEGRADED)),
+    "power brake": ('[{"type": "power-brake", "gpu": 7}]', ("clock-events", 7, FAIL, DEGRADED)),
+    "pcie width": (
+        '[{"type": "pcie-downtrain", "gpu": 2, "gen": 5, "width": 8}]',
+        ("pcie-link", 2, FAIL, DEGRADED),
+    ),
+    "pcie gen": (
+        '[{"type": "pcie-downtrain", "gpu": 2, "gen": 4, "width": 16}]',
+        ("pcie-link", 2, WARN, WATCH),
+    ),
+    "nvlink down": (
+        '[{"type": "nvlink-down", "gpu": 1, "link": 3}]',
+        ("nvlink-state", 1, FAIL, DEGRADED),
+    ),
+    "nvlink crc": (
+        '[{"type": "nvlink-crc-storm", "gpu": 1, "link": 3, "per_minute": 500}]',
+        ("nvlink-errors", 1, FAIL, DEGRADED),
+    ),
+    "ib down": (
+        '[{"type": "ib-port-down", "port": "mlx5_3/1"}]',
+        ("ib-port", None, FAIL, DEGRADED),
+    ),
+    "ib flapping": (
+        '[{"type": "ib-flapping", "port": "mlx5_3/1", "per_hour": 60}]',
+        ("ib-port", None, FAIL, DEGRADED),
+    ),
+}
+
+
+@pytest.mark.parametrize(("faults", "expected"), CASES.values(), ids=CASES)
+def test_fault_is_found_by_its_check(
+    faults: str, expected: tuple[str, int | None, CheckStatus, FaultClass]
+) -> None:
+    found = findings(run(faults))
+    assert expected in found
+    # One fault, one kind of finding: nothing else on other GPUs.
+    assert {f[1] for f in found if f[1] is not None} <= {expected[1]}
+
+
+def test_thermal_slowdown_also_warns_about_margin() -> None:
+    found = findings(run('[{"type": "thermal-slowdown", "gpu": 6}]'))
+    assert ("thermal-margin", 6, WARN, WATCH) in found
+
+
+def test_driver_mismatch_is_reported_against_the_expected_version() -> None:
+    report = run(
+        '[{"type": "driver-mismatch", "version": "550.54.15"}]',
+        expect=Expectations(gpus=8, driver_version="560.35.03"),
+    )
+    versions = next(c for c in report.checks if c.name == "versions")
+    assert versions.status is WARN
+    assert "driver 550.54.15" in versions.message
+
+
+def test_fatal_xid_stays_reported_until_cleared() -> None:
+    clock = Clock()
+    backend = SimBackend(node="n1", model=get_model("H100"), clock=clock)
+    backend.set_faults(parse_faults('[{"type": "xid", "gpu": 3, "code": 48}]'))
+    checker = Checker(backend=backend, node="n1", expect=Expectations(gpus=8))
+    for _ in range(3):
+        clock.now += WINDOW
+        assert not checker.run().healthy
+    backend.set_faults([])
+    checker.memory.clear_latched()
+    assert checker.run().healthy
+
+
+def test_repeated_application_xids_escalate_to_degraded() -> None:
+    clock = Clock()
+    backend = SimBackend(node="n1", model=get_model("H100"), clock=clock)
+    checker = Checker(backend=backend, node="n1", expect=Expectations(gpus=8))
+    for code in (13, 31, 43):
+        backend.set_faults(parse_faults(f'[{{"type": "xid", "gpu": 2, "code": {code}}}]'))
+        clock.now += datetime.timedelta(minutes=10)
+        report = checker.run()
+    assert ("xid", 2, FAIL, DEGRADED) in findings(report)
+
+
+def test_application_xids_outside_the_window_do_not_count() -> None:
+    clock = Clock()
+    backend = SimBackend(node="n1", model=get_model("H100"), clock=clock)
+    checker = Checker(
+        backend=backend,
+        node="n1",
+        expect=Expectations(gpus=8),
+        thresholds={"xid.app_repeat_window_s": 600},
+    )
+    for code in (13, 31, 43):
+        backend.set_faults(parse_faults(f'[{{"type": "xid", "gpu": 2, "code": {code}}}]'))
+        clock.now += datetime.timedelta(minutes=30)
+        report = checker.run()
+    assert ("xid", 2, FAIL, DEGRADED) not in findings(report)
+
+
+def test_disabled_check_does_not_run() -> None:
+    backend = SimBackend(node="n1", model=get_model("H100"))
+    backend.set_faults(parse_faults('[{"type": "nvlink-down", "gpu": 1, "link": 3}]'))
+    checker = Checker(backend=backend, node="n1", disabled=["nvlink"])
+    assert checker.run().healthy

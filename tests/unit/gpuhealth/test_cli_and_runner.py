@@ -1,0 +1,175 @@
+"""The gpuhealth CLI's exit codes and output, the runner's error handling,
+the fault vocabulary's errors, and the probes' behaviour without hardware."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gpuhealth.active import nccl_tests
+from gpuhealth.active.probes import ProbeFailedError, ProbeUnavailableError
+from gpuhealth.backends.sim import SimBackend
+from gpuhealth.cli import main
+from gpuhealth.faults import FaultListError, IbFlapping, dump_faults, parse_faults
+from gpuhealth.models import get_model
+from gpuhealth.report import CheckStatus, Report
+from gpuhealth.runner import Checker, UnknownCheckError
+from gpuhealth.samples import NodeSample
+
+DATA = Path(__file__).parent / "data"
+
+
+def scenario(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "scenario.json"
+    path.write_text(text)
+    return str(path)
+
+
+def test_healthy_sim_node_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "--backend", "sim"]) == 0
+    assert "HEALTHY" in capsys.readouterr().out
+
+
+def test_faulty_sim_node_exits_one_with_a_json_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = scenario(tmp_path, '[{"type": "xid", "gpu": 3, "code": 79}]')
+    assert main(["check", "--backend", "sim", "--scenario", path, "--json"]) == 1
+    report = Report.model_validate_json(capsys.readouterr().out)
+    assert report.api_version == "gpuhealth.dev/v1"
+    assert any(
+        c.name == "xid" and c.gpu == 3 and c.status is CheckStatus.FAIL for c in report.checks
+    )
+    assert len(report.gpus) == 8
+
+
+def test_full_suite_runs_active_probes_on_sim(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = scenario(tmp_path, '[{"type": "slow-gemm", "gpu": 4, "factor": 3}]')
+    assert main(["check", "--backend", "sim", "--suite", "full", "--scenario", path]) == 1
+    out = capsys.readouterr().out
+    assert "gemm" in out
+    assert "gpu4" in out
+
+
+def test_missing_nvml_exits_two(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "--backend", "nvml", "--kernel-log", ""]) == 2
+    assert "NVML not available" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[{", "fault list is not JSON"),
+        ('[{"type": "xid", "gpu": 1}]', "entry 0.xid.code: Field required"),
+        ('[{"type": "meltdown", "gpu": 1}]', "does not match any of the expected tags"),
+        ('[{"type": "xid", "gpu": 99, "code": 79}]', "less than or equal to 63"),
+    ],
+)
+def test_bad_scenario_exits_two_naming_the_entry(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, message: str
+) -> None:
+    assert main(["check", "--backend", "sim", "--scenario", scenario(tmp_path, text)]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_parse_subcommands(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["parse", "nccl-tests", str(DATA / "nccl_allreduce_8xh100.txt"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["peakBusbwGBps"] == pytest.approx(457.59)
+    assert main(["parse", "dcgm-diag", str(DATA / "dcgmi_diag_r3.json"), "--json"]) == 1
+    capsys.readouterr()
+    assert main(["parse", "kmsg", str(DATA / "dmesg_xid.txt"), "--json"]) == 1
+    xids = json.loads(capsys.readouterr().out)["xids"]
+    assert [(x["code"], x["faultClass"]) for x in xids] == [(13, "application"), (79, "fatal")]
+
+
+def test_parse_of_truncated_input_exits_two(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["parse", "nccl-tests", str(DATA / "nccl_allreduce_truncated.txt")]) == 2
+    assert "summary lines missing" in capsys.readouterr().err
+
+
+def test_fault_list_round_trips() -> None:
+    faults = parse_faults('[{"type": "ib-flapping", "port": "mlx5_0/1", "per_hour": 4}]')
+    assert faults == [IbFlapping(type="ib-flapping", port="mlx5_0/1", per_hour=4)]
+    assert parse_faults(dump_faults(faults)) == faults
+    with pytest.raises(FaultListError):
+        parse_faults('{"type": "xid"}')
+
+
+class HangingBackend:
+    name = "hanging"
+
+    def sample(self) -> NodeSample:
+        time.sleep(5)
+        raise AssertionError("unreachable in the test")
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+class BrokenBackend(HangingBackend):
+    name = "broken"
+
+    def sample(self) -> NodeSample:
+        raise RuntimeError("NVML: Unknown Error")
+
+
+def test_hung_sample_is_an_error_report_not_a_hang() -> None:
+    checker = Checker(backend=HangingBackend(), node="n1", sample_timeout=0.1)
+    report = checker.run()
+    assert [(c.name, c.status) for c in report.checks] == [("backend", CheckStatus.ERROR)]
+    assert "timed out" in report.checks[0].message
+    assert report.healthy  # could not check is not evidence against the GPU
+
+
+def test_failing_backend_is_an_error_report() -> None:
+    report = Checker(backend=BrokenBackend(), node="n1").run()
+    assert report.checks[0].status is CheckStatus.ERROR
+    assert "NVML: Unknown Error" in report.checks[0].message
+
+
+def test_unknown_disabled_check_is_refused() -> None:
+    with pytest.raises(UnknownCheckError, match="nvlinks"):
+        Checker(
+            backend=SimBackend(node="n", model=get_model("H100")), node="n", disabled=["nvlinks"]
+        )
+
+
+def fake_all_reduce_perf(tmp_path: Path, output: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    binary = tmp_path / "all_reduce_perf"
+    binary.write_text(
+        f"#!{sys.executable}\nimport sys\nsys.stdout.write(open({str(output)!r}).read())\n"
+    )
+    binary.chmod(binary.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+
+
+def test_nccl_tests_probe_parses_the_binarys_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_all_reduce_perf(tmp_path, DATA / "nccl_allreduce_8xh100.txt", monkeypatch)
+    assert nccl_tests.available()
+    assert nccl_tests.run_allreduce(gpus=8) == pytest.approx(457.59)
+
+
+def test_nccl_tests_probe_fails_on_wrong_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_all_reduce_perf(tmp_path, DATA / "nccl_allreduce_wrong_data.txt", monkeypatch)
+    with pytest.raises(ProbeFailedError, match="3072 out-of-bounds"):
+        nccl_tests.run_allreduce(gpus=8)
+
+
+def test_torch_probes_without_torch_say_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuhealth.active.torch_probes import TorchProbes
+
+    monkeypatch.setitem(sys.modules, "torch", None)
+    with pytest.raises(ProbeUnavailableError, match=r"pip install 'pitcrew\[active\]'"):
+        TorchProbes()
