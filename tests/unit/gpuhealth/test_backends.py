@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from gpuhealth.backends.base import BackendUnavailableError
+from gpuhealth.backends.nvml import NvmlBackend
 from gpuhealth.kernel_log import KernelLog
 from gpuhealth.samples import ClockEvent
 from gpuhealth.sysfs_ib import read_ports
@@ -19,27 +20,27 @@ class FakeNvmlError(Exception):
     pass
 
 
-class NotSupported(FakeNvmlError):
+class NotSupportedError(FakeNvmlError):
     pass
 
 
-class GpuIsLost(FakeNvmlError):
+class GpuIsLostError(FakeNvmlError):
     pass
 
 
-class Unknown(FakeNvmlError):
+class UnknownError(FakeNvmlError):
     pass
 
 
-class Timeout(FakeNvmlError):
+class NvmlTimeoutError(FakeNvmlError):
     pass
 
 
 def fake_pynvml(*, lost: set[int], broken_ecc: set[int]) -> types.ModuleType:
     """A stand-in for pynvml with two GPUs, for unit tests of the error handling."""
     nvml: Any = types.ModuleType("pynvml")
-    nvml.NVMLError, nvml.NVMLError_NotSupported = FakeNvmlError, NotSupported
-    nvml.NVMLError_GpuIsLost, nvml.NVMLError_Timeout = GpuIsLost, Timeout
+    nvml.NVMLError, nvml.NVMLError_NotSupported = FakeNvmlError, NotSupportedError
+    nvml.NVMLError_GpuIsLost, nvml.NVMLError_Timeout = GpuIsLostError, NvmlTimeoutError
     for i, name in enumerate(
         [
             "nvmlClocksEventReasonHwSlowdown",
@@ -67,15 +68,15 @@ def fake_pynvml(*, lost: set[int], broken_ecc: set[int]) -> types.ModuleType:
 
     def handle(index: int) -> int:
         if index in lost:
-            raise GpuIsLost("GPU is lost")
+            raise GpuIsLostError("GPU is lost")
         return index
 
     def not_supported(*_: Any) -> Any:
-        raise NotSupported("Not Supported")
+        raise NotSupportedError("Not Supported")
 
     def ecc(h: int, *_: Any) -> int:
         if h in broken_ecc:
-            raise Unknown("Unknown Error")
+            raise UnknownError("UnknownError Error")
         return 0
 
     nvml.nvmlInit = lambda: None
@@ -111,8 +112,6 @@ def fake_pynvml(*, lost: set[int], broken_ecc: set[int]) -> types.ModuleType:
 
 
 def test_nvml_without_library_fails_clearly(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpuhealth.backends.nvml import NvmlBackend
-
     monkeypatch.setitem(sys.modules, "pynvml", None)
     with pytest.raises(BackendUnavailableError, match="NVML not available"):
         NvmlBackend(kernel_log=None)
@@ -121,8 +120,6 @@ def test_nvml_without_library_fails_clearly(monkeypatch: pytest.MonkeyPatch) -> 
 def test_nvml_errors_are_per_field_and_lost_gpus_are_findings(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from gpuhealth.backends.nvml import NvmlBackend
-
     monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(lost={1}, broken_ecc={0}))
     backend = NvmlBackend(kernel_log=None, sysfs_ib=tmp_path / "none")
     sample = backend.sample()
@@ -130,8 +127,9 @@ def test_nvml_errors_are_per_field_and_lost_gpus_are_findings(
     assert second.lost
     assert not first.lost
     assert first.ecc_dbe_volatile is None
-    assert "Unknown Error" in first.errors["ecc"]
-    assert first.retired_pages_sbe is None and "retired_pages" not in first.errors
+    assert "UnknownError Error" in first.errors["ecc"]
+    assert first.retired_pages_sbe is None
+    assert "retired_pages" not in first.errors
     assert first.clock_events == {ClockEvent.HW_THERMAL}
     assert len(first.nvlinks) == 18
     assert sample.cuda_version == "12.6"

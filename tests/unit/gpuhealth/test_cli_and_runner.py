@@ -14,6 +14,7 @@ import pytest
 
 from gpuhealth.active import nccl_tests
 from gpuhealth.active.probes import ProbeFailedError, ProbeUnavailableError
+from gpuhealth.active.torch_probes import TorchProbes
 from gpuhealth.backends.sim import SimBackend
 from gpuhealth.cli import main
 from gpuhealth.faults import FaultListError, IbFlapping, dump_faults, parse_faults
@@ -168,8 +169,6 @@ def test_nccl_tests_probe_fails_on_wrong_data(
 
 
 def test_torch_probes_without_torch_say_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpuhealth.active.torch_probes import TorchProbes
-
     monkeypatch.setitem(sys.modules, "torch", None)
     with pytest.raises(ProbeUnavailableError, match=r"pip install 'pitcrew\[active\]'"):
         TorchProbes()

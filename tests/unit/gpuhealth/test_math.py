@@ -71,7 +71,7 @@ def test_counter_reset_restarts_the_rate() -> None:
 
 
 def test_unknown_threshold_override_is_refused() -> None:
-    with pytest.raises(UnknownThresholdError, match="ecc.sbe_per_hour_wran"):
+    with pytest.raises(UnknownThresholdError, match=r"ecc\.sbe_per_hour_wran"):
         Thresholds({"ecc.sbe_per_hour_wran": 5})
 
 
