@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gpuhealth.active.probes import SUITES, Probes
+from gpuhealth.active.probes import SUITES, Probes, run_measurement
 from gpuhealth.active.sim import SimProbes
 from gpuhealth.backends.base import Backend, BackendUnavailableError
 from gpuhealth.backends.sim import SimBackend
@@ -30,7 +30,7 @@ from gpuhealth.checks import Expectations
 from gpuhealth.faults import FaultListError, parse_faults
 from gpuhealth.models import UnknownGpuModelError, get_model
 from gpuhealth.parsers import ParseError, dcgm_diag, kmsg, nccl_tests
-from gpuhealth.report import CheckStatus, Report
+from gpuhealth.report import CheckStatus, RecommendedAction, Report
 from gpuhealth.runner import Checker, UnknownCheckError
 
 EXIT_HEALTHY, EXIT_UNHEALTHY, EXIT_CANNOT_RUN = 0, 1, 2
@@ -186,6 +186,30 @@ def _parse(args: argparse.Namespace) -> int:
     return EXIT_UNHEALTHY if failed else EXIT_HEALTHY
 
 
+def _allreduce(args: argparse.Namespace) -> int:
+    """Multi-node all-reduce for one rank; judged against the inter-node floor."""
+    from gpuhealth.active.torch_probes import multinode_allreduce_busbw  # noqa: PLC0415
+
+    model = get_model(args.gpu_model)
+    floor = args.floor or model.nccl_inter_floor_gbps_per_nic * args.nics
+    result = run_measurement(
+        "nccl-multinode",
+        multinode_allreduce_busbw,
+        floor=floor,
+        unit="GB/s",
+        gpu=None,
+        action=RecommendedAction.NONE,
+    )
+    print(
+        result.model_dump_json(by_alias=True)
+        if args.json
+        else f"{result.status.value.upper()} {result.name} {result.message or result.observed}"
+    )
+    if result.status is CheckStatus.ERROR:
+        return EXIT_CANNOT_RUN
+    return EXIT_UNHEALTHY if result.status is CheckStatus.FAIL else EXIT_HEALTHY
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gpuhealth", description="Node-local GPU health checks.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -212,6 +236,16 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--json", action="store_true")
     check.add_argument("-v", "--verbose", action="store_true", help="also list passing checks")
     check.set_defaults(handler=_check)
+    allreduce = commands.add_parser(
+        "allreduce",
+        help="multi-node NCCL all-reduce for this rank (env: MASTER_ADDR, "
+        "MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK)",
+    )
+    allreduce.add_argument("--gpu-model", default="H100")
+    allreduce.add_argument("--nics", type=int, default=1, help="400G NICs per node in use")
+    allreduce.add_argument("--floor", type=float, default=None, help="busbw floor, GB/s")
+    allreduce.add_argument("--json", action="store_true")
+    allreduce.set_defaults(handler=_allreduce)
     parse = commands.add_parser("parse", help="parse and classify a tool's output")
     parse.add_argument("kind", choices=["nccl-tests", "dcgm-diag", "kmsg"])
     parse.add_argument("file")

@@ -45,7 +45,7 @@ class Probes(Protocol):
         ...
 
 
-def _measure(
+def run_measurement(
     name: str,
     measure: Callable[[], float],
     *,
@@ -54,6 +54,7 @@ def _measure(
     gpu: int | None,
     action: RecommendedAction,
 ) -> CheckResult:
+    """Run one measurement and judge it against ``floor``."""
     try:
         value = measure()
     except ProbeUnavailableError as error:
@@ -120,7 +121,7 @@ def run_probes(
     for gpu in gpus:
         if "gemm" in wanted:
             results.append(
-                _measure(
+                run_measurement(
                     "gemm",
                     functools.partial(probes.gemm_tflops, gpu),
                     floor=floor["gemm"],
@@ -131,7 +132,7 @@ def run_probes(
             )
         if "hbm" in wanted:
             results.append(
-                _measure(
+                run_measurement(
                     "hbm",
                     functools.partial(probes.hbm_gbps, gpu),
                     floor=floor["hbm"],
@@ -142,7 +143,7 @@ def run_probes(
             )
         if "pcie-bandwidth" in wanted:
             results.append(
-                _measure(
+                run_measurement(
                     "pcie-bandwidth",
                     functools.partial(probes.h2d_gbps, gpu),
                     floor=floor["pcie-bandwidth"],
@@ -153,7 +154,7 @@ def run_probes(
             )
     if "nccl-allreduce" in wanted:
         results.append(
-            _measure(
+            run_measurement(
                 "nccl-allreduce",
                 probes.allreduce_busbw_gbps,
                 floor=floor["nccl-allreduce"],

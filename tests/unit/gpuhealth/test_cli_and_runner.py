@@ -172,3 +172,12 @@ def test_torch_probes_without_torch_say_what_to_install(monkeypatch: pytest.Monk
     monkeypatch.setitem(sys.modules, "torch", None)
     with pytest.raises(ProbeUnavailableError, match=r"pip install 'pitcrew\[active\]'"):
         TorchProbes()
+
+
+def test_multinode_allreduce_without_rendezvous_exits_two(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    assert main(["allreduce"]) == 2
+    assert "needs MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE set" in capsys.readouterr().out
