@@ -1,0 +1,129 @@
+"""Plain-data views of the cluster objects the decision logic reads.
+
+The pure core (:mod:`pitcrew.lifecycle`, :mod:`pitcrew.safety`) never sees a
+Kubernetes client object: the shell turns Nodes and Pods into these frozen
+dataclasses (:mod:`pitcrew.kube.convert`), which keeps the decisions unit- and
+property-testable and makes explicit which facts they depend on.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass, field
+
+from pitcrew.api.gpunode import GPUNodeStatus, Phase
+from pitcrew.api.policy import GPUHealthPolicySpec
+
+PREFIX = "pitcrew.dev"
+CORDONED_BY = f"{PREFIX}/cordoned-by"
+CORDONED_BY_VALUE = "pitcrew"
+MANAGED_LABEL = f"{PREFIX}/managed"
+JOB_LABEL = f"{PREFIX}/job"
+PROBE_LABEL = f"{PREFIX}/probe"
+CHECKPOINT_ANNOTATION = f"{PREFIX}/checkpoint-at"
+QUARANTINE_TAINT = f"{PREFIX}/quarantined"
+SPARE_TAINT = f"{PREFIX}/spare"
+VALIDATING_TAINT = f"{PREFIX}/validating"
+RETIRED_TAINT = f"{PREFIX}/retired"
+PITCREW_TAINTS = (QUARANTINE_TAINT, SPARE_TAINT, VALIDATING_TAINT, RETIRED_TAINT)
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+
+@dataclass(frozen=True)
+class PodView:
+    namespace: str
+    name: str
+    owner_kind: str = ""
+    """Kind of the controlling owner: DaemonSet pods are never evicted."""
+    mirror: bool = False
+    """Static pods (``kubernetes.io/config.mirror``) cannot be evicted."""
+    terminating: bool = False
+    finished: bool = False
+    """Phase Succeeded or Failed: nothing to evict."""
+    probe: bool = False
+    """A Pitcrew probe or remediation pod."""
+    checkpoint_at: datetime.datetime | None = None
+    grace_seconds: int = 30
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def evictable(self) -> bool:
+        return not (
+            self.owner_kind == "DaemonSet"
+            or self.mirror
+            or self.terminating
+            or self.finished
+            or self.probe
+        )
+
+
+@dataclass(frozen=True)
+class NodeView:
+    name: str
+    created: datetime.datetime
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    unschedulable: bool = False
+    taints: tuple[Taint, ...] = ()
+    ready: bool = True
+    pods: tuple[PodView, ...] = ()
+
+    @property
+    def opted_out(self) -> bool:
+        return self.labels.get(MANAGED_LABEL) == "false"
+
+    @property
+    def cordoned_by_pitcrew(self) -> bool:
+        return self.unschedulable and self.annotations.get(CORDONED_BY) == CORDONED_BY_VALUE
+
+    @property
+    def foreign_cordon(self) -> bool:
+        """Cordoned by someone else: Pitcrew must never undo it."""
+        return self.unschedulable and not self.cordoned_by_pitcrew
+
+    @property
+    def workload(self) -> tuple[PodView, ...]:
+        """Pods a drain must move."""
+        return tuple(p for p in self.pods if p.evictable)
+
+    def has_taint(self, key: str) -> bool:
+        return any(t.key == key for t in self.taints)
+
+
+@dataclass(frozen=True)
+class PolicyView:
+    name: str
+    created: datetime.datetime
+    spec: GPUHealthPolicySpec
+    breaker_open: bool = False
+    cooldown_until: datetime.datetime | None = None
+
+
+@dataclass(frozen=True)
+class FleetView:
+    """What the decision for one node must know about the rest of its policy's fleet."""
+
+    total: int
+    phases: dict[Phase, int]
+    spares: tuple[str, ...] = ()
+    """Names of nodes in phase Spare, oldest first."""
+
+    def count(self, *phases: Phase) -> int:
+        return sum(self.phases.get(p, 0) for p in phases)
+
+
+@dataclass(frozen=True)
+class NodeState:
+    """Everything decided about one node: the Node, its GPUNode status."""
+
+    node: NodeView
+    status: GPUNodeStatus
