@@ -17,9 +17,9 @@ from lifecycle_data import (
     status,
 )
 
-from gpuhealth.report import FaultClass
+from gpuhealth.report import CheckResult, CheckStatus, FaultClass
 from pitcrew import actions as a
-from pitcrew.api.gpunode import GPUNodeStatus, Phase, RemediationStatus
+from pitcrew.api.gpunode import DrainStatus, GPUNodeStatus, Phase, RemediationStatus
 from pitcrew.api.policy import RemediationAction
 from pitcrew.lifecycle import decide
 from pitcrew.views import QUARANTINE_TAINT, RETIRED_TAINT, SPARE_TAINT, VALIDATING_TAINT
@@ -320,8 +320,6 @@ def test_breaker_blocks_new_quarantines_and_says_why_once() -> None:
 
 
 def test_error_checks_never_quarantine_but_set_a_condition() -> None:
-    from gpuhealth.report import CheckResult, CheckStatus
-
     broken = CheckResult(name="backend", status=CheckStatus.ERROR, message="NVML not available")
     decision = decide(
         state=state(node(), status(checks=report(broken))), policy=policy(), fleet=fleet(), now=T0
@@ -346,8 +344,6 @@ def test_missing_heartbeat_sets_a_condition() -> None:
 
 def test_drain_timeout_force_deletes_the_remaining_pods() -> None:
     cordoned = pitcrew_cordoned(node(pods=(pod("stuck"),)), QUARANTINE_TAINT)
-    from pitcrew.api.gpunode import DrainStatus
-
     draining = status(
         Phase.DRAINING, checks=report(finding(FATAL)), drain=DrainStatus(started_at=T0)
     )
