@@ -74,13 +74,13 @@ class _Finding:
     gpus: tuple[int, ...]
 
 
-def worst_finding(status: GPUNodeStatus) -> _Finding | None:
-    """The most severe failing check of the latest report, or None."""
-    failing = [
-        c
-        for c in status.checks.results
-        if c.status is CheckStatus.FAIL and c.fault_class in SEVERITY
-    ]
+def worst_finding(status: GPUNodeStatus, *, probe: bool = False) -> _Finding | None:
+    """The most severe failing check of the latest report (and of the latest probe
+    report, with ``probe``), or None."""
+    results = list(status.checks.results)
+    if probe and status.probe is not None:
+        results.extend(status.probe.results)
+    failing = [c for c in results if c.status is CheckStatus.FAIL and c.fault_class in SEVERITY]
     if not failing:
         return None
     worst = max(SEVERITY[c.fault_class] for c in failing)
@@ -98,7 +98,12 @@ def _report_after(status: GPUNodeStatus, moment: datetime.datetime | None) -> bo
 
 
 def _probe_done(status: GPUNodeStatus) -> bool:
-    return status.checks.suite not in ("", "passive") and _report_after(status, status.phase_since)
+    probe = status.probe
+    return (
+        probe is not None
+        and probe.report_time is not None
+        and (status.phase_since is None or probe.report_time > status.phase_since)
+    )
 
 
 def probe_name(node: str, since: datetime.datetime | None) -> str:
@@ -355,9 +360,10 @@ def _validating(b: _Builder) -> None:
             )
         b.ensure_cordon(VALIDATING_TAINT, status.reason or "Validating", "Validating")
         return
-    finding = worst_finding(status)
+    finding = worst_finding(status, probe=True)
     if finding is None:
-        _back_in_service(b, "ValidationPassed", f"{status.checks.suite} validation passed")
+        suite = status.probe.suite if status.probe else "probe"
+        _back_in_service(b, "ValidationPassed", f"{suite} validation passed")
         return
     b.go(Phase.QUARANTINED, finding.reason, f"validation failed: {finding.message}")
     b.ensure_cordon(QUARANTINE_TAINT, finding.reason, finding.reason)

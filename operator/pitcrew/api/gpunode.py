@@ -4,8 +4,9 @@ The status is the operator's memory. Phase, the running remediation (action,
 attempt, start) and the drain in progress live here, so a restarted or newly
 elected operator resumes mid-drain from the object alone. Two writers share
 the status by server-side apply, each owning its own fields: the node agent
-(field manager ``pitcrew-agent``) owns ``checks``, ``gpus`` and
-``lastHeartbeat``; the operator (``pitcrew-operator``) owns everything else.
+(field manager ``pitcrew-agent``) owns ``checks``, ``gpus``, ``gpuCount``,
+``healthyGpus`` and ``lastHeartbeat``; probe pods (``pitcrew-probe``) own
+``probe``; the operator (``pitcrew-operator``) owns everything else.
 """
 
 from __future__ import annotations
@@ -108,6 +109,9 @@ class GPUNodeStatus(ApiModel):
     healthy_gpus: int = 0
     gpus: list[GpuStatus] = Field(default_factory=list, max_length=64)
     checks: ChecksStatus = Field(default_factory=ChecksStatus)
+    probe: ChecksStatus | None = Field(
+        default=None, description="Latest active validation report, written by the probe pod."
+    )
     last_heartbeat: datetime.datetime | None = None
     remediation: RemediationStatus | None = None
     drain: DrainStatus | None = None

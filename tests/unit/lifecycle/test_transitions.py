@@ -61,7 +61,7 @@ def test_passed_validation_returns_the_node_to_service() -> None:
     view = pitcrew_cordoned(node(), VALIDATING_TAINT)
     checks = report(at=LATER, suite="standard")
     decision = decide(
-        state=state(view, status(Phase.VALIDATING, checks=checks)),
+        state=state(view, status(Phase.VALIDATING, probe=checks)),
         policy=policy(),
         fleet=fleet(),
         now=LATER,
@@ -74,7 +74,7 @@ def test_failed_validation_quarantines_and_drains() -> None:
     view = pitcrew_cordoned(node(), VALIDATING_TAINT)
     checks = report(finding(DEGRADED, name="gemm"), at=LATER, suite="standard")
     decision = decide(
-        state=state(view, status(Phase.VALIDATING, checks=checks)),
+        state=state(view, status(Phase.VALIDATING, probe=checks)),
         policy=policy(),
         fleet=fleet(),
         now=LATER,
