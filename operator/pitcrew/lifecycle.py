@@ -592,13 +592,16 @@ def _remediating(b: _Builder) -> None:
     ladder = b.policy.spec.remediation.ladders.for_class(remediation.fault_class)
     rung = ladder[remediation.step] if remediation.step < len(ladder) else None
     timeout = parse_duration(rung.timeout) if rung else datetime.timedelta(0)
-    if b.now - remediation.started_at <= timeout:
+    if not remediation.error and b.now - remediation.started_at <= timeout:
         return
+    if remediation.error:
+        why = f"could not start: {remediation.error}"
+    else:
+        why = f"did not repair the node within {rung.timeout if rung else '0s'}"
     b.actions.append(
         a.Record(
-            "RemediationTimedOut",
-            f"{remediation.action} attempt {remediation.attempt} did not "
-            f"repair the node within {rung.timeout if rung else '0s'}",
+            "RemediationFailed" if remediation.error else "RemediationTimedOut",
+            f"{remediation.action} attempt {remediation.attempt} {why}",
             warning=True,
         )
     )

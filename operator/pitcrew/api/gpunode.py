@@ -78,6 +78,9 @@ class RemediationStatus(ApiModel):
     reference: str = Field(
         default="", max_length=253, description="Job name, webhook idempotency key or BMC task."
     )
+    error: str = Field(
+        default="", max_length=1024, description="Why the rung could not start; escalates at once."
+    )
 
 
 class DrainStatus(ApiModel):

@@ -10,6 +10,7 @@ discovering it at 3 a.m.
 
 from __future__ import annotations
 
+import datetime
 from enum import StrEnum
 from typing import ClassVar
 
@@ -295,8 +296,8 @@ class GPUHealthPolicySpec(ApiModel):
 
 class BreakerStatus(ApiModel):
     open: bool = False
-    since: str | None = None
-    reason: str = ""
+    since: datetime.datetime | None = None
+    message: str = Field(default="", max_length=1024)
 
 
 class GPUHealthPolicyStatus(ApiModel):
@@ -305,6 +306,9 @@ class GPUHealthPolicyStatus(ApiModel):
     unhealthy: int = 0
     phases: dict[str, int] = Field(default_factory=dict)
     breaker: BreakerStatus = Field(default_factory=BreakerStatus)
+    cooldown_until: datetime.datetime | None = Field(
+        default=None, description="Quarantines resume after this time (storm cooldown)."
+    )
     conditions: list[Condition] = conditions_field()
 
 

@@ -1,0 +1,65 @@
+"""API clients and the retry policy for transient API errors.
+
+A 409 (conflict), 429 (throttled, or a PDB refusing an eviction), 5xx, or a
+connection reset is retried with exponential backoff and jitter; any other
+error is a real answer and is raised at once. The bound is small (a few
+seconds) because the reconciler retries the whole decision later anyway:
+level-triggered code does not need heroic retries, only no crash loops.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import urllib3
+from kubernetes import client, config
+from tenacity import (
+    retry,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential_jitter,
+)
+
+TRANSIENT_STATUS = {409, 429, 500, 502, 503, 504}
+OPERATOR_MANAGER = "pitcrew-operator"
+AGENT_MANAGER = "pitcrew-agent"
+PROBE_MANAGER = "pitcrew-probe"
+
+
+def is_transient(error: BaseException) -> bool:
+    if isinstance(error, client.ApiException):
+        return error.status in TRANSIENT_STATUS or error.status == 0
+    return isinstance(error, urllib3.exceptions.HTTPError | ConnectionError | TimeoutError)
+
+
+retrying = retry(
+    retry=retry_if_exception(is_transient),
+    wait=wait_exponential_jitter(initial=0.2, max=5.0),
+    stop=stop_after_attempt(5),
+    reraise=True,
+)
+
+
+def api_client(kubeconfig: str | None = None) -> client.ApiClient:
+    """A client from ``kubeconfig``, ``$KUBECONFIG``, or the pod's service account."""
+    configuration = client.Configuration()
+    path = kubeconfig or os.environ.get("KUBECONFIG")
+    if path:
+        config.load_kube_config(config_file=path, client_configuration=configuration)
+    else:
+        config.load_incluster_config(client_configuration=configuration)
+    configuration.connection_pool_maxsize = 64
+    return client.ApiClient(configuration)
+
+
+def use_as_default(api: client.ApiClient) -> None:
+    """Make ``api``'s configuration the process default (the leader-election lock
+    creates its own client from the default)."""
+    client.Configuration.set_default(api.configuration)
+
+
+def to_dict(api: client.ApiClient, obj: Any) -> dict[str, Any]:
+    """A client model object as the JSON dict the apiserver sent."""
+    result: dict[str, Any] = api.sanitize_for_serialization(obj)
+    return result

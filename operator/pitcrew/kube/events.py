@@ -1,0 +1,91 @@
+"""Kubernetes Events for every action Pitcrew takes or refuses.
+
+Events go to the ``default`` namespace for cluster-scoped objects (where
+``kubectl describe node`` looks). A repeat of the same reason and message on
+the same object within the aggregation window increments the existing
+Event's ``count`` instead of creating a new one, like the kubelet's
+recorder does, so a PDB that blocks a drain for an hour is one Event with a
+count, not hundreds. Failing to post an Event is logged and never fails the
+action it describes.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import threading
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes import client
+
+from pitcrew.api.meta import API_VERSION
+
+logger = logging.getLogger(__name__)
+NAMESPACE = "default"
+AGGREGATE_WINDOW = datetime.timedelta(minutes=10)
+
+
+@dataclass(frozen=True)
+class Ref:
+    kind: str
+    name: str
+    api_version: str = "v1"
+    uid: str = ""
+
+
+def node_ref(name: str, uid: str = "") -> Ref:
+    return Ref("Node", name, "v1", uid)
+
+
+def gpunode_ref(name: str, uid: str = "") -> Ref:
+    return Ref("GPUNode", name, API_VERSION, uid)
+
+
+class Recorder:
+    def __init__(self, api: client.ApiClient, *, component: str = "pitcrew-operator") -> None:
+        self.core = client.CoreV1Api(api)
+        self.component = component
+        self._recent: dict[tuple[Ref, str, str], tuple[str, int, datetime.datetime]] = {}
+        self._lock = threading.Lock()
+
+    def emit(self, ref: Ref, *, reason: str, message: str, warning: bool = False) -> None:
+        now = datetime.datetime.now(datetime.UTC)
+        key = (ref, reason, message)
+        with self._lock:
+            recent = self._recent.get(key)
+        try:
+            if recent and now - recent[2] < AGGREGATE_WINDOW:
+                name, count, first = recent
+                self.core.patch_namespaced_event(
+                    name, NAMESPACE, {"count": count + 1, "lastTimestamp": now.isoformat()}
+                )
+                with self._lock:
+                    self._recent[key] = (name, count + 1, first)
+                return
+            name = f"{ref.name}.{uuid.uuid4().hex[:12]}"
+            body: Any = {
+                "metadata": {"name": name, "namespace": NAMESPACE},
+                "involvedObject": {
+                    "kind": ref.kind,
+                    "name": ref.name,
+                    "apiVersion": ref.api_version,
+                    "uid": ref.uid or None,
+                },
+                "reason": reason[:128],
+                "message": message[:1024],
+                "type": "Warning" if warning else "Normal",
+                "source": {"component": self.component},
+                "reportingComponent": self.component,
+                "firstTimestamp": now.isoformat(),
+                "lastTimestamp": now.isoformat(),
+                "count": 1,
+            }
+            self.core.create_namespaced_event(NAMESPACE, body)
+            with self._lock:
+                self._recent[key] = (name, 1, now)
+        except client.ApiException as error:
+            logger.warning(
+                "could not post event %s on %s/%s: %s", reason, ref.kind, ref.name, error.status
+            )

@@ -1,0 +1,122 @@
+"""Evict pods through the Eviction API, the way ``kubectl drain`` does.
+
+The apiserver enforces PodDisruptionBudgets on evictions: a 429 means the
+budget does not allow this pod to go now, so the pod is retried later with
+backoff (per pod, in memory: after a restart the first retry is immediate,
+which is harmless since a refused eviction did nothing). 404 means the pod is
+already gone. Each pod's own grace period applies (the eviction carries no
+override), DaemonSet and mirror pods are never selected (see
+:attr:`pitcrew.views.PodView.evictable`). A forced drain deletes pods
+directly, which bypasses PDBs and is only done when the policy says so.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from kubernetes import client
+
+from pitcrew.kube.client import OPERATOR_MANAGER
+from pitcrew.views import PodView
+
+BACKOFF_START = datetime.timedelta(seconds=2)
+BACKOFF_MAX = datetime.timedelta(seconds=60)
+
+
+@dataclass
+class EvictionResult:
+    evicted: list[str] = field(default_factory=list)
+    blocked: dict[str, str] = field(default_factory=dict)
+    """pod key -> why the apiserver refused (PDB message)."""
+    gone: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)
+    """In backoff after an earlier refusal."""
+
+
+@dataclass
+class Backoff:
+    """Per-pod backoff after a PDB refusal."""
+
+    next_try: dict[str, datetime.datetime] = field(default_factory=dict)
+    delay: dict[str, datetime.timedelta] = field(default_factory=dict)
+
+    def ready(self, key: str, now: datetime.datetime) -> bool:
+        return now >= self.next_try.get(key, now)
+
+    def refused(self, key: str, now: datetime.datetime) -> None:
+        delay = min(self.delay.get(key, BACKOFF_START / 2) * 2, BACKOFF_MAX)
+        self.delay[key] = delay
+        self.next_try[key] = now + delay
+
+    def forget(self, key: str) -> None:
+        self.next_try.pop(key, None)
+        self.delay.pop(key, None)
+
+
+def _message(error: client.ApiException) -> str:
+    try:
+        return str(json.loads(error.body or "{}").get("message", error.reason))
+    except (ValueError, AttributeError):
+        return str(error.reason)
+
+
+def evict(
+    api: client.ApiClient,
+    pods: Iterable[PodView],
+    *,
+    backoff: Backoff,
+    now: datetime.datetime,
+    parallelism: int,
+) -> EvictionResult:
+    core = client.CoreV1Api(api)
+    result = EvictionResult()
+    todo = []
+    for pod in pods:
+        if backoff.ready(pod.key, now):
+            todo.append(pod)
+        else:
+            result.skipped.append(pod.key)
+
+    def one(pod: PodView) -> None:
+        body = client.V1Eviction(
+            metadata=client.V1ObjectMeta(name=pod.name, namespace=pod.namespace)
+        )
+        try:
+            core.create_namespaced_pod_eviction(
+                pod.name, pod.namespace, body, field_manager=OPERATOR_MANAGER
+            )
+            result.evicted.append(pod.key)
+            backoff.forget(pod.key)
+        except client.ApiException as error:
+            if error.status == 429:
+                result.blocked[pod.key] = _message(error)
+                backoff.refused(pod.key, now)
+            elif error.status == 404:
+                result.gone.append(pod.key)
+                backoff.forget(pod.key)
+            else:
+                result.failed[pod.key] = f"{error.status}: {_message(error)}"
+
+    with ThreadPoolExecutor(max_workers=max(1, parallelism)) as pool:
+        list(pool.map(one, todo))
+    return result
+
+
+def force_delete(api: client.ApiClient, pods: Iterable[PodView]) -> list[str]:
+    core = client.CoreV1Api(api)
+    deleted = []
+    for pod in pods:
+        try:
+            core.delete_namespaced_pod(
+                pod.name, pod.namespace, grace_period_seconds=pod.grace_seconds
+            )
+            deleted.append(pod.key)
+        except client.ApiException as error:
+            if error.status != 404:
+                raise
+    return deleted

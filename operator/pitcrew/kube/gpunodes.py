@@ -1,0 +1,90 @@
+"""GPUNode objects: create one per Node, and write status by server-side apply.
+
+Server-side apply lets two writers share ``status`` without overwriting each
+other: each applies only the fields it owns under its own field manager
+(agent, probe, operator; see :mod:`pitcrew.api.gpunode`), and a field it
+stops sending is removed because it owned it. No read-modify-write, no
+conflicts between the agent's 30-second writes and the operator's decisions.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from kubernetes import client
+
+from pitcrew.api.gpunode import GPUNode, GPUNodeStatus
+from pitcrew.api.meta import API_VERSION, GROUP, VERSION
+from pitcrew.kube.client import retrying
+
+APPLY = "application/apply-patch+yaml"
+AGENT_FIELDS = {"checks", "gpus", "gpu_count", "healthy_gpus", "last_heartbeat"}
+PROBE_FIELDS = {"probe"}
+
+
+def ensure(api: client.ApiClient, *, node: str, node_uid: str) -> None:
+    """Create the GPUNode for ``node`` (owned by the Node, so it is garbage
+    collected with it) unless it exists."""
+    body = {
+        "apiVersion": API_VERSION,
+        "kind": GPUNode.KIND,
+        "metadata": {
+            "name": node,
+            "ownerReferences": [
+                {"apiVersion": "v1", "kind": "Node", "name": node, "uid": node_uid}
+            ],
+            "labels": {"app.kubernetes.io/managed-by": "pitcrew"},
+        },
+        "spec": {"nodeName": node},
+    }
+    try:
+        retrying(client.CustomObjectsApi(api).create_cluster_custom_object)(
+            GROUP, VERSION, GPUNode.PLURAL, body
+        )
+    except client.ApiException as error:
+        if error.status != 409:
+            raise
+
+
+def status_fields(
+    status: GPUNodeStatus, fields: set[str] | None = None, *, exclude: set[str] | None = None
+) -> dict[str, Any]:
+    dumped: dict[str, Any] = status.model_dump(
+        mode="json", by_alias=True, exclude_none=True, include=fields, exclude=exclude
+    )
+    return dumped
+
+
+def apply_status(
+    api: client.ApiClient, *, node: str, status: dict[str, Any], manager: str
+) -> dict[str, Any]:
+    """Apply ``status`` (only the fields ``manager`` owns) to GPUNode ``node``."""
+    body = {
+        "apiVersion": API_VERSION,
+        "kind": GPUNode.KIND,
+        "metadata": {"name": node},
+        "status": status,
+    }
+    result = retrying(client.CustomObjectsApi(api).patch_cluster_custom_object_status)(
+        GROUP,
+        VERSION,
+        GPUNode.PLURAL,
+        node,
+        body,
+        field_manager=manager,
+        force=True,
+        _content_type=APPLY,
+    )
+    return cast(dict[str, Any], result)
+
+
+def get(api: client.ApiClient, node: str) -> dict[str, Any] | None:
+    try:
+        found = client.CustomObjectsApi(api).get_cluster_custom_object(
+            GROUP, VERSION, GPUNode.PLURAL, node
+        )
+    except client.ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+    return cast(dict[str, Any], found)

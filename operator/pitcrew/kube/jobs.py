@@ -1,0 +1,150 @@
+"""Probe Jobs and remediation Jobs, pinned to one node.
+
+Both are Jobs so that Kubernetes owns retries, deadlines and clean-up
+(``ttlSecondsAfterFinished``). They are pinned with a hostname node selector
+(not ``spec.nodeName``), so the scheduler still accounts for the GPUs they
+take, and they tolerate the cordon and Pitcrew's own taints, which is how
+they run on a node that takes no other work. Names are deterministic (from
+the decision's key), so creating a Job twice is a no-op.
+
+Probe pods request every GPU of the node (exclusive), use a low
+PriorityClass when the policy names one, and write their report into
+``GPUNode.status.probe`` (``pitcrew probe``). The reset Job is the only
+privileged workload Pitcrew creates: ``nvidia-smi -r`` needs the device.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubernetes import client
+
+from pitcrew.kube.client import OPERATOR_MANAGER, retrying
+from pitcrew.views import PITCREW_TAINTS, PROBE_LABEL
+
+NODE_LABEL = "pitcrew.dev/node"
+TTL_SECONDS = 3600
+
+
+def _tolerations() -> list[dict[str, str]]:
+    return [
+        {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"},
+        *({"key": key, "operator": "Exists"} for key in PITCREW_TAINTS),
+    ]
+
+
+def _job(
+    *,
+    name: str,
+    namespace: str,
+    node: str,
+    labels: dict[str, str],
+    container: dict[str, Any],
+    deadline_seconds: int,
+    service_account: str,
+    priority_class: str = "",
+) -> dict[str, Any]:
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "nodeSelector": {"kubernetes.io/hostname": node},
+        "tolerations": _tolerations(),
+        "serviceAccountName": service_account,
+        "containers": [container],
+    }
+    if priority_class:
+        pod_spec["priorityClassName"] = priority_class
+    all_labels = {
+        PROBE_LABEL: "true",
+        NODE_LABEL: node,
+        "app.kubernetes.io/managed-by": "pitcrew",
+        **labels,
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace, "labels": all_labels},
+        "spec": {
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": deadline_seconds,
+            "ttlSecondsAfterFinished": TTL_SECONDS,
+            "template": {"metadata": {"labels": all_labels}, "spec": pod_spec},
+        },
+    }
+
+
+def probe_job(
+    *,
+    name: str,
+    namespace: str,
+    node: str,
+    suite: str,
+    gpus: int,
+    image: str,
+    deadline_seconds: int,
+    priority_class: str,
+    service_account: str = "pitcrew-probe",
+) -> dict[str, Any]:
+    container = {
+        "name": "probe",
+        "image": image,
+        "command": ["pitcrew", "probe", "--node", node, "--suite", suite],
+        "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+    }
+    return _job(
+        name=name,
+        namespace=namespace,
+        node=node,
+        labels={"pitcrew.dev/suite": suite},
+        container=container,
+        deadline_seconds=deadline_seconds,
+        priority_class=priority_class,
+        service_account=service_account,
+    )
+
+
+def reset_job(
+    *,
+    name: str,
+    namespace: str,
+    node: str,
+    gpus: tuple[int, ...],
+    image: str,
+    deadline_seconds: int,
+    service_account: str = "pitcrew-remediation",
+) -> dict[str, Any]:
+    target = ["-i", ",".join(str(g) for g in gpus)] if gpus else []
+    container = {
+        "name": "reset-gpu",
+        "image": image,
+        "command": ["nvidia-smi", "-r", *target],
+        "securityContext": {"privileged": True},
+    }
+    return _job(
+        name=name,
+        namespace=namespace,
+        node=node,
+        labels={"pitcrew.dev/remediation": "reset-gpu"},
+        container=container,
+        deadline_seconds=deadline_seconds,
+        service_account=service_account,
+    )
+
+
+def create(api: client.ApiClient, job: dict[str, Any]) -> bool:
+    """Create ``job``; False when it already exists."""
+    try:
+        retrying(client.BatchV1Api(api).create_namespaced_job)(
+            job["metadata"]["namespace"],
+            client.V1Job.model_validate(job),
+            field_manager=OPERATOR_MANAGER,
+        )
+    except client.ApiException as error:
+        if error.status == 409:
+            return False
+        raise
+    return True

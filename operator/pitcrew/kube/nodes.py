@@ -1,0 +1,84 @@
+"""Apply a :class:`~pitcrew.node_edits.NodeEdit` to a Node, safely.
+
+``spec.taints`` has no merge key, so adding one taint means writing the whole
+list. The write is a JSON patch that starts with a ``test`` of the
+resourceVersion the edit was computed from: if anyone (a kubelet, another
+controller, a human with kubectl) changed the Node in between, the patch
+fails, the Node is re-read and the edit recomputed, instead of silently
+dropping someone else's taint.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubernetes import client
+
+from pitcrew import node_edits
+from pitcrew.kube.client import OPERATOR_MANAGER, retrying, to_dict
+from pitcrew.kube.convert import node_view
+from pitcrew.node_edits import NodeAction
+
+ATTEMPTS = 5
+
+
+def _escape(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def _patch(node: dict[str, Any], edit: node_edits.NodeEdit) -> list[dict[str, Any]]:
+    meta = node["metadata"]
+    ops: list[dict[str, Any]] = [
+        {"op": "test", "path": "/metadata/resourceVersion", "value": meta["resourceVersion"]},
+        {"op": "add", "path": "/spec/unschedulable", "value": edit.unschedulable},
+        {
+            "op": "add",
+            "path": "/spec/taints",
+            "value": [
+                {"key": t.key, "value": t.value, "effect": t.effect or "NoSchedule"}
+                for t in edit.taints
+            ],
+        },
+    ]
+    annotations = meta.get("annotations") or {}
+    if edit.annotations and not annotations:
+        ops.append({"op": "add", "path": "/metadata/annotations", "value": {}})
+    for key, value in edit.annotations.items():
+        path = f"/metadata/annotations/{_escape(key)}"
+        if value is None:
+            if key in annotations:
+                ops.append({"op": "remove", "path": path})
+        else:
+            ops.append({"op": "add", "path": path, "value": value})
+    return ops
+
+
+def apply_action(api: client.ApiClient, name: str, action: NodeAction) -> bool:
+    """Carry out a node action; False when there was nothing to change."""
+    core = client.CoreV1Api(api)
+    for _ in range(ATTEMPTS):
+        node = to_dict(api, retrying(core.read_node)(name))
+        edit = node_edits.plan(node_view(node), action)
+        if edit is None:
+            return False
+        try:
+            core.patch_node(
+                name,
+                _patch(node, edit),
+                field_manager=OPERATOR_MANAGER,
+                _content_type="application/json-patch+json",
+            )
+            return True
+        except client.ApiException as error:
+            if error.status not in (409, 422):  # failed test op: the Node moved on
+                raise
+    raise RuntimeError(f"node {name} kept changing; gave up after {ATTEMPTS} attempts")
+
+
+def annotate(api: client.ApiClient, name: str, annotations: dict[str, str]) -> None:
+    retrying(client.CoreV1Api(api).patch_node)(
+        name,
+        {"metadata": {"annotations": annotations}},
+        field_manager=OPERATOR_MANAGER,
+        _content_type="application/merge-patch+json",
+    )

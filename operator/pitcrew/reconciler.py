@@ -1,0 +1,497 @@
+"""The imperative shell around :func:`pitcrew.lifecycle.decide`.
+
+A work queue of node names, filled by watch events (any change to a Node, a
+Pod on it, its GPUNode or a policy) and by a periodic resync (time-based
+transitions: drain timeouts, checkpoint waits, remediation timeouts). Each
+round:
+
+1. decides *sequentially* for every dirty node, updating the in-memory fleet
+   after each decision, so two nodes failing in the same instant cannot both
+   take the last slot under ``maxUnhealthy`` or ``maxConcurrentDrains``;
+2. executes the decisions *in parallel* (one thread per node, bounded), each
+   node's actions in order, then writes its GPUNode status by server-side
+   apply. A node whose previous decision is still executing waits for the
+   next round, so one node never has two decisions in flight.
+
+Order of writes: actions first, status second, so a crash in between repeats
+idempotent actions rather than skipping them. The exception is a remediation:
+its intent (action, step, attempt, key) is written *before* the remediator
+is called, so a new leader never starts the same rung twice; at worst it
+waits for that rung's timeout.
+
+Dry run (global flag or per policy) executes nothing against Nodes, Pods,
+Jobs or remediators; it records each decision once as an Event and writes
+GPUNode and policy status, which is where an SRE reads what Pitcrew would do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import json
+import logging
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, cast
+
+from kubernetes import client
+
+from pitcrew import actions as a
+from pitcrew.api.gpunode import GPUNodeStatus, Phase
+from pitcrew.api.meta import API_VERSION, GROUP, VERSION, parse_duration
+from pitcrew.api.policy import GPUHealthPolicy, RemediationAction
+from pitcrew.kube import evictions, gpunodes, jobs, nodes
+from pitcrew.kube.client import OPERATOR_MANAGER, retrying
+from pitcrew.kube.convert import gpunode_status, matches, node_view, policy_view
+from pitcrew.kube.events import Recorder, Ref, gpunode_ref, node_ref
+from pitcrew.lifecycle import Decision, decide
+from pitcrew.remediators import RemediationError, RemediationRequest, Remediator
+from pitcrew.remediators.clusterapi import ClusterApi
+from pitcrew.remediators.redfish import RedfishReboot
+from pitcrew.remediators.reset_gpu import ResetGpu
+from pitcrew.remediators.webhook import Webhook
+from pitcrew.safety import UNHEALTHY_PHASES, unhealthy_limit
+from pitcrew.settings import OperatorSettings
+from pitcrew.store import Store
+from pitcrew.views import SPARE_TAINT, FleetView, NodeState, PolicyView
+
+logger = logging.getLogger(__name__)
+LAST_REMEDIATION = "pitcrew.dev/last-remediation"
+Clock = Callable[[], datetime.datetime]
+
+
+def utc_now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+@dataclass(frozen=True)
+class Plan:
+    node: str
+    policy: PolicyView
+    decision: Decision
+    dry_run: bool
+
+
+class Reconciler:
+    def __init__(
+        self, api: client.ApiClient, settings: OperatorSettings, *, clock: Clock = utc_now
+    ) -> None:
+        self.api = api
+        self.settings = settings
+        self.clock = clock
+        self.store = Store()
+        self.recorder = Recorder(api)
+        self.backoff = evictions.Backoff()
+        self.pool = ThreadPoolExecutor(
+            max_workers=settings.workers, thread_name_prefix="pitcrew-exec"
+        )
+        self.dirty: set[str] = set()
+        self.in_flight: set[str] = set()
+        self.wakeup = asyncio.Event()
+        self.dry_run_recorded: set[tuple[str, str, str]] = set()
+        self.last_event_at: datetime.datetime = clock()
+        self.warned_no_policy = False
+        self.remediators: dict[RemediationAction, Remediator] = {
+            RemediationAction.RESET_GPU: ResetGpu(
+                api, namespace=settings.namespace, image=settings.remediation_image
+            ),
+            RemediationAction.REBOOT: RedfishReboot(api),
+            RemediationAction.REIMAGE: Webhook(),
+            RemediationAction.WEBHOOK: Webhook(),
+            RemediationAction.CLUSTER_API: ClusterApi(api),
+        }
+
+    # -- events ---------------------------------------------------------------------------
+
+    def observe(self, kind: str, obj: dict[str, Any], *, deleted: bool = False) -> None:
+        """Record a watch event and mark the nodes it concerns."""
+        self.last_event_at = self.clock()
+        if kind == "policy":
+            before = self.store.policies.get(obj.get("metadata", {}).get("name", ""))
+            self.store.put(kind, obj, deleted=deleted)
+            generation = obj.get("metadata", {}).get("generation")
+            if deleted or before is None or before["metadata"].get("generation") != generation:
+                self.mark(self.store.nodes)
+            return
+        name = self.store.put(kind, obj, deleted=deleted)
+        if name:
+            self.mark([name])
+
+    def mark(self, names: Iterable[str]) -> None:
+        self.dirty.update(names)
+        self.wakeup.set()
+
+    # -- the loop -------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await asyncio.wait_for(self.wakeup.wait(), timeout=self.settings.resync_seconds)
+            except TimeoutError:
+                self.mark(self.store.nodes)
+            self.wakeup.clear()
+            await asyncio.sleep(0.05)  # let a burst of events coalesce into one round
+            batch = self.dirty - self.in_flight
+            self.dirty -= batch
+            if batch:
+                try:
+                    await self.reconcile(batch)
+                except Exception:
+                    logger.exception("reconcile round failed; retrying on the next round")
+                    self.mark(batch)
+
+    def _policy_for(self, node: dict[str, Any]) -> tuple[PolicyView | None, list[str]]:
+        labels = node.get("metadata", {}).get("labels") or {}
+        matched = [
+            p
+            for p in self.store.policies.values()
+            if matches((p.get("spec") or {}).get("nodeSelector") or {}, labels)
+        ]
+        if len(matched) != 1:
+            return None, [p["metadata"]["name"] for p in matched]
+        return policy_view(matched[0]), [matched[0]["metadata"]["name"]]
+
+    def _fleet(self, policy: PolicyView, statuses: dict[str, GPUNodeStatus]) -> FleetView:
+        phases: dict[Phase, int] = {}
+        spares: list[tuple[datetime.datetime, str]] = []
+        total = 0
+        for name, node in self.store.nodes.items():
+            found, names = self._policy_for(node)
+            if found is None or names != [policy.name]:
+                continue
+            status = statuses.get(name) or gpunode_status(self.store.gpunodes.get(name))
+            if status.phase is Phase.EXCLUDED:
+                continue
+            total += 1
+            phases[status.phase] = phases.get(status.phase, 0) + 1
+            if status.phase is Phase.SPARE:
+                spares.append(
+                    (status.phase_since or datetime.datetime.min.replace(tzinfo=datetime.UTC), name)
+                )
+        return FleetView(total=total, phases=phases, spares=tuple(n for _, n in sorted(spares)))
+
+    async def reconcile(self, names: Iterable[str]) -> None:
+        now = self.clock()
+        if not self.store.policies:
+            if not self.warned_no_policy:
+                logger.info("no GPUHealthPolicy in the cluster: managing nothing")
+                self.warned_no_policy = True
+            return
+        self.warned_no_policy = False
+        decided: dict[str, GPUNodeStatus] = {}
+        plans: list[Plan] = []
+        fleets: dict[str, FleetView] = {}
+        for name in sorted(names):
+            node = self.store.nodes.get(name)
+            if node is None:
+                continue
+            policy, matched = self._policy_for(node)
+            if policy is None:
+                if len(matched) > 1:
+                    self._record_once(
+                        name,
+                        "PolicyConflict",
+                        f"node matches several policies ({', '.join(matched)}); "
+                        "policies must not overlap: managing it under none",
+                    )
+                continue
+            if name not in self.store.gpunodes:
+                await self._in_thread(
+                    gpunodes.ensure, self.api, node=name, node_uid=node["metadata"].get("uid", "")
+                )
+            fleet = fleets.get(policy.name) or self._fleet(policy, decided)
+            gpunode = self.store.gpunodes.get(name) or {}
+            state = NodeState(
+                node=node_view(node, self.store.pods_on(name)), status=gpunode_status(gpunode)
+            )
+            decision = decide(
+                state=state,
+                policy=policy,
+                fleet=fleet,
+                now=now,
+                generation=int(gpunode.get("metadata", {}).get("generation", 1)),
+            )
+            decided[name] = decision.status
+            fleets[policy.name] = self._updated(fleet, state.status, decision, name)
+            dry_run = self.settings.dry_run or policy.spec.safety.dry_run
+            plans.append(Plan(name, policy, decision, dry_run))
+        for name in (p.node for p in plans):
+            self.in_flight.add(name)
+        try:
+            await asyncio.gather(*(self._in_thread(self.execute, plan) for plan in plans))
+        finally:
+            self.in_flight.difference_update(p.node for p in plans)
+        for policy_name in fleets:
+            policy_obj = self.store.policies.get(policy_name)
+            if policy_obj is not None:
+                await self._in_thread(
+                    self.write_policy_status,
+                    policy_obj,
+                    self._fleet(policy_view(policy_obj), decided),
+                    now,
+                )
+
+    @staticmethod
+    def _updated(
+        fleet: FleetView, before: GPUNodeStatus, decision: Decision, name: str
+    ) -> FleetView:
+        phases = dict(fleet.phases)
+        phases[before.phase] = phases.get(before.phase, 1) - 1
+        phases[decision.phase] = phases.get(decision.phase, 0) + 1
+        spares = [s for s in fleet.spares if s != name]
+        released = {x.node for x in decision.actions if isinstance(x, a.ReleaseSpare)}
+        spares = [s for s in spares if s not in released]
+        if decision.phase is Phase.SPARE:
+            spares.append(name)
+        return FleetView(total=fleet.total, phases=phases, spares=tuple(spares))
+
+    async def _in_thread(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.pool, lambda: fn(*args, **kwargs))
+
+    # -- execution (runs in a worker thread) ----------------------------------------------
+
+    def execute(self, plan: Plan) -> None:
+        status = plan.decision.status
+        try:
+            remediations = [x for x in plan.decision.actions if isinstance(x, a.Remediate)]
+            if remediations and not plan.dry_run:
+                self._write_status(plan.node, status)  # intent first: see module docstring
+            for action in plan.decision.actions:
+                status = self._perform(plan, action, status)
+            self._write_status(plan.node, status)
+        except Exception:
+            logger.exception("executing the decision for %s failed; it is retried", plan.node)
+            self.mark([plan.node])
+
+    def _refs(self, node: str) -> tuple[Any, Any]:
+        uid = self.store.nodes.get(node, {}).get("metadata", {}).get("uid", "")
+        gpu_uid = self.store.gpunodes.get(node, {}).get("metadata", {}).get("uid", "")
+        return node_ref(node, uid), gpunode_ref(node, gpu_uid)
+
+    def _event(self, node: str, reason: str, message: str, *, warning: bool = False) -> None:
+        for ref in self._refs(node):
+            self.recorder.emit(ref, reason=reason, message=message, warning=warning)
+
+    def _record_once(self, node: str, reason: str, message: str) -> None:
+        key = (node, reason, message)
+        if key not in self.dry_run_recorded:
+            self.dry_run_recorded.add(key)
+            self._event(node, reason, message, warning=True)
+
+    def _perform(self, plan: Plan, action: a.Action, status: GPUNodeStatus) -> GPUNodeStatus:
+        node = plan.node
+        if isinstance(action, a.Record):
+            self._event(node, action.reason, action.message, warning=action.warning)
+            return status
+        if plan.dry_run:
+            description = f"{type(action).__name__}: {action.message}"
+            self._record_once(node, f"DryRun{action.reason}", f"dry run, would do {description}")
+            return status
+        match action:
+            case a.Cordon() | a.Uncordon() | a.SetTaint() | a.RemoveTaint():
+                if nodes.apply_action(self.api, node, action):
+                    self._event(node, action.reason, action.message)
+            case a.ReleaseSpare():
+                if nodes.apply_action(
+                    self.api, action.node, a.RemoveTaint(SPARE_TAINT, action.reason, action.message)
+                ):
+                    self._event(action.node, action.reason, action.message)
+                    self._event(node, action.reason, f"released spare {action.node}")
+            case a.Evict():
+                return self._evict(plan, action, status)
+            case a.ForceDelete():
+                deleted = evictions.force_delete(self.api, action.pods)
+                self._event(
+                    node, action.reason, f"{action.message}: {', '.join(deleted)}", warning=True
+                )
+            case a.StartProbe():
+                self._start_probe(plan, action)
+            case a.Remediate():
+                return self._remediate(plan, action, status)
+        return status
+
+    def _evict(self, plan: Plan, action: a.Evict, status: GPUNodeStatus) -> GPUNodeStatus:
+        result = evictions.evict(
+            self.api,
+            action.pods,
+            backoff=self.backoff,
+            now=self.clock(),
+            parallelism=plan.policy.spec.safety.drain.max_parallel_evictions,
+        )
+        if result.evicted:
+            self._event(
+                plan.node,
+                "Evicted",
+                f"evicted {len(result.evicted)} pods: {', '.join(sorted(result.evicted))[:900]}",
+            )
+        for pod, why in sorted(result.blocked.items()):
+            self._event(plan.node, "EvictionBlocked", f"{pod}: {why}", warning=True)
+        for pod, why in sorted(result.failed.items()):
+            self._event(plan.node, "EvictionFailed", f"{pod}: {why}", warning=True)
+        drain = status.drain
+        if drain is None:
+            return status
+        blocked = "; ".join(f"{k}: {v}" for k, v in sorted(result.blocked.items()))[:1024]
+        return status.model_copy(
+            update={
+                "drain": drain.model_copy(
+                    update={
+                        "evicted": drain.evicted + len(result.evicted),
+                        "blocked_by": blocked or drain.blocked_by
+                        if result.blocked or result.skipped
+                        else "",
+                    }
+                )
+            }
+        )
+
+    def _gpus(self, node: str) -> int:
+        capacity = (self.store.nodes.get(node, {}).get("status") or {}).get("capacity") or {}
+        return int(capacity.get("nvidia.com/gpu", "0") or 0)
+
+    def _start_probe(self, plan: Plan, action: a.StartProbe) -> None:
+        spec = plan.policy.spec.validation
+        job = jobs.probe_job(
+            name=action.name,
+            namespace=self.settings.namespace,
+            node=plan.node,
+            suite=action.suite,
+            gpus=self._gpus(plan.node),
+            image=self.settings.probe_image,
+            deadline_seconds=int(parse_duration(spec.timeout).total_seconds()),
+            priority_class=spec.priority_class_name,
+        )
+        if jobs.create(self.api, job):
+            self._event(
+                plan.node,
+                action.reason,
+                f"{action.message} (Job {self.settings.namespace}/{action.name})",
+            )
+
+    def _remediate(self, plan: Plan, action: a.Remediate, status: GPUNodeStatus) -> GPUNodeStatus:
+        remediation = status.remediation
+        if remediation is None:  # the decision always records its remediation
+            return status
+        ladder = plan.policy.spec.remediation.ladders.for_class(remediation.fault_class)
+        timeout = parse_duration(
+            ladder[action.step].timeout if action.step < len(ladder) else "15m"
+        )
+        node = self.store.nodes.get(plan.node, {})
+        request = RemediationRequest(
+            node=plan.node,
+            node_object=node,
+            action=action.action.value,
+            key=action.key,
+            attempt=action.attempt,
+            fault_class=remediation.fault_class.value,
+            reason=status.reason,
+            message=status.message,
+            gpus=action.gpus,
+            timeout_seconds=int(timeout.total_seconds()),
+            policy=plan.policy.spec,
+        )
+        try:
+            description = self.remediators[action.action].start(request)
+        except RemediationError as error:
+            self._event(plan.node, "RemediationFailed", f"{action.action}: {error}", warning=True)
+            return status.model_copy(
+                update={"remediation": remediation.model_copy(update={"error": str(error)[:1024]})}
+            )
+        self._event(plan.node, action.reason, description)
+        nodes.annotate(
+            self.api,
+            plan.node,
+            {
+                LAST_REMEDIATION: json.dumps(
+                    {
+                        "action": action.action.value,
+                        "key": action.key,
+                        "at": self.clock().isoformat(),
+                    }
+                )
+            },
+        )
+        return status
+
+    def _write_status(self, node: str, status: GPUNodeStatus) -> None:
+        owned = gpunodes.AGENT_FIELDS | gpunodes.PROBE_FIELDS
+        fields = gpunodes.status_fields(status, exclude=owned)
+        current = gpunode_status(self.store.gpunodes.get(node))
+        if gpunodes.status_fields(current, exclude=owned) == fields:
+            return
+        written = gpunodes.apply_status(
+            self.api, node=node, status=fields, manager=OPERATOR_MANAGER
+        )
+        self.store.put("gpunode", written)
+
+    # -- policy status --------------------------------------------------------------------
+
+    def write_policy_status(
+        self, policy: dict[str, Any], fleet: FleetView, now: datetime.datetime
+    ) -> None:
+        view = policy_view(policy)
+        current = policy.get("status") or {}
+        limit = unhealthy_limit(view.spec.safety, total=fleet.total)
+        unhealthy = fleet.count(*UNHEALTHY_PHASES)
+        was_open = bool((current.get("breaker") or {}).get("open"))
+        is_open = fleet.total > 0 and unhealthy >= limit
+        breaker: dict[str, Any] = {"open": is_open}
+        cooldown = current.get("cooldownUntil")
+        if is_open:
+            breaker["since"] = (
+                (current.get("breaker") or {}).get("since") if was_open else now.isoformat()
+            )
+            breaker["message"] = (
+                f"{unhealthy} of {fleet.total} nodes unhealthy, limit {limit}: no new quarantines"
+            )
+        elif was_open:
+            cooldown = (now + parse_duration(view.spec.safety.storm_cooldown)).isoformat()
+        status: dict[str, Any] = {
+            "observedGeneration": policy["metadata"].get("generation", 1),
+            "nodes": fleet.total,
+            "unhealthy": unhealthy,
+            "phases": {str(k): v for k, v in sorted(fleet.phases.items()) if v},
+            "breaker": breaker,
+        }
+        if cooldown:
+            status["cooldownUntil"] = cooldown
+        comparable = {k: v for k, v in current.items() if k in status}
+        if comparable == status:
+            return
+        if is_open and not was_open:
+            self.recorder.emit(
+                _policy_ref(policy),
+                reason="CircuitBreakerOpen",
+                message=breaker["message"],
+                warning=True,
+            )
+        elif was_open and not is_open:
+            self.recorder.emit(
+                _policy_ref(policy),
+                reason="CircuitBreakerClosed",
+                message=f"quarantines resume after {cooldown}",
+            )
+        body = {
+            "apiVersion": API_VERSION,
+            "kind": GPUHealthPolicy.KIND,
+            "metadata": {"name": policy["metadata"]["name"]},
+            "status": status,
+        }
+        written = retrying(client.CustomObjectsApi(self.api).patch_cluster_custom_object_status)(
+            GROUP,
+            VERSION,
+            GPUHealthPolicy.PLURAL,
+            policy["metadata"]["name"],
+            body,
+            field_manager=OPERATOR_MANAGER,
+            force=True,
+            _content_type=gpunodes.APPLY,
+        )
+        self.store.put("policy", cast(dict[str, Any], written))
+
+
+def _policy_ref(policy: dict[str, Any]) -> Ref:
+    meta = policy["metadata"]
+    return Ref(GPUHealthPolicy.KIND, meta["name"], API_VERSION, meta.get("uid", ""))

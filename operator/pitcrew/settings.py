@@ -1,0 +1,37 @@
+"""Runtime settings of the operator process (not of a policy), field by field."""
+
+from __future__ import annotations
+
+import socket
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class OperatorSettings(BaseModel):
+    """How the operator process runs. Policy decisions live in GPUHealthPolicy."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kubeconfig: str | None = None
+    """Path to a kubeconfig; default ``$KUBECONFIG``, else the pod's service account."""
+    namespace: str = "pitcrew-system"
+    """Namespace of the Lease, probe Jobs and remediation Jobs."""
+    dry_run: bool = False
+    """Global dry run: decide and record (Events, GPUNode status), never write to
+    Nodes, Pods or Jobs, and call no remediator. Policies can also set it."""
+    leader_election: bool = True
+    """Run only while holding the Lease; exit when it is lost."""
+    lease_name: str = "pitcrew-operator"
+    identity: str = Field(default_factory=socket.gethostname)
+    """Holder identity in the Lease (the pod name in a Deployment)."""
+    lease_seconds: int = Field(default=15, ge=2)
+    """Lease duration; a standby takes over this long after the leader dies."""
+    resync_seconds: float = Field(default=15.0, gt=0)
+    """Every node is re-decided at least this often (time-based transitions)."""
+    workers: int = Field(default=32, ge=1, le=512)
+    """Threads executing actions against the API in parallel."""
+    probe_image: str = "ghcr.io/pitcrew-dev/pitcrew-probe:0.1.0"
+    remediation_image: str = "nvcr.io/nvidia/cuda:12.6.2-base-ubuntu24.04"
+    """Image with ``nvidia-smi`` for the reset-gpu Job."""
+    metrics_port: int = Field(default=8080, ge=0, le=65535)
+    """Prometheus metrics and the liveness endpoint; 0 disables."""

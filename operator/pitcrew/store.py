@@ -1,0 +1,70 @@
+"""The operator's in-memory view of the cluster, fed by watch events.
+
+kopf's ``on.event`` handlers put every Node, Pod, GPUNode and policy they
+see here; the reconciler reads only from here, so a decision never waits on
+an API read. Events can arrive late or out of order relative to the
+operator's own writes: an object whose ``resourceVersion`` is older than the
+one already stored (from a write's response) is ignored, so a stale event
+never makes the operator forget what it just did.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+Object = dict[str, Any]
+
+
+def _version(obj: Object) -> int | None:
+    try:
+        return int(obj.get("metadata", {}).get("resourceVersion", ""))
+    except ValueError:
+        return None
+
+
+class Store:
+    def __init__(self) -> None:
+        self.nodes: dict[str, Object] = {}
+        self.gpunodes: dict[str, Object] = {}
+        self.policies: dict[str, Object] = {}
+        self.pods: dict[str, Object] = {}
+        self.pods_by_node: dict[str, dict[str, Object]] = defaultdict(dict)
+
+    @staticmethod
+    def _newer(current: Object | None, incoming: Object) -> bool:
+        if current is None:
+            return True
+        old, new = _version(current), _version(incoming)
+        return old is None or new is None or new >= old
+
+    def put(self, kind: str, obj: Object, *, deleted: bool = False) -> str | None:
+        """Record an object; returns the node name it concerns, if any."""
+        meta = obj.get("metadata", {})
+        name = meta.get("name", "")
+        if kind == "pod":
+            key = f"{meta.get('namespace', '')}/{name}"
+            node = (obj.get("spec") or {}).get("nodeName") or ""
+            previous = self.pods.get(key)
+            old_node = (previous.get("spec") or {}).get("nodeName") if previous else None
+            if deleted:
+                self.pods.pop(key, None)
+                self.pods_by_node[old_node or node].pop(key, None)
+                return old_node or node or None
+            if not self._newer(previous, obj):
+                return None
+            self.pods[key] = obj
+            if old_node and old_node != node:
+                self.pods_by_node[old_node].pop(key, None)
+            if node:
+                self.pods_by_node[node][key] = obj
+            return node or None
+        table = {"node": self.nodes, "gpunode": self.gpunodes, "policy": self.policies}[kind]
+        if deleted:
+            table.pop(name, None)
+        elif self._newer(table.get(name), obj):
+            table[name] = obj
+        return name if kind in ("node", "gpunode") else None
+
+    def pods_on(self, node: str) -> list[Object]:
+        return list(self.pods_by_node.get(node, {}).values())
