@@ -18,6 +18,7 @@ from gpuhealth.models import UnknownGpuModelError, get_model
 from pitcrew import devcluster
 from pitcrew.api import crdgen
 from pitcrew.devcluster import build
+from pitcrew.settings import OperatorSettings
 
 DEFAULT_DIR = Path(".devcluster")
 CRD_FOLDERS = [Path("crds"), Path("charts/pitcrew/crds")]
@@ -68,6 +69,24 @@ def _crds(args: argparse.Namespace) -> int:
     return 0
 
 
+def _operator(args: argparse.Namespace) -> int:
+    from pitcrew import controller  # noqa: PLC0415 - kopf is only needed here
+
+    settings = OperatorSettings(
+        kubeconfig=args.kubeconfig,
+        namespace=args.namespace,
+        dry_run=args.dry_run,
+        metrics_port=args.metrics_port,
+        leader_election=not args.no_leader_election,
+        **({"identity": args.identity} if args.identity else {}),
+        **({"probe_image": args.probe_image} if args.probe_image else {}),
+        lease_seconds=args.lease_seconds,
+        resync_seconds=args.resync_seconds,
+    )
+    controller.run(settings)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pitcrew", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -89,6 +108,22 @@ def build_parser() -> argparse.ArgumentParser:
     state.set_defaults(handler=_devcluster_status)
     for sub in (up, down, state):
         sub.add_argument("--dir", type=Path, default=DEFAULT_DIR)
+
+    operator = commands.add_parser("operator", help="run the operator (kopf, leader election)")
+    operator.add_argument("--kubeconfig", default=None)
+    operator.add_argument("--namespace", default="pitcrew-system")
+    operator.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="decide and record only: no writes to Nodes, Pods, Jobs",
+    )
+    operator.add_argument("--metrics-port", type=int, default=8080)
+    operator.add_argument("--no-leader-election", action="store_true")
+    operator.add_argument("--identity", default=None, help="Lease holder identity")
+    operator.add_argument("--lease-seconds", type=int, default=15)
+    operator.add_argument("--resync-seconds", type=float, default=15.0)
+    operator.add_argument("--probe-image", default=None)
+    operator.set_defaults(handler=_operator)
 
     crds = commands.add_parser("crds", help="generate CRD YAML from the API models")
     crds.add_argument(

@@ -91,6 +91,7 @@ class Reconciler:
         self.wakeup = asyncio.Event()
         self.dry_run_recorded: set[tuple[str, str, str]] = set()
         self.last_event_at: datetime.datetime = clock()
+        self.last_round_at: datetime.datetime = clock()
         self.warned_no_policy = False
         self.remediators: dict[RemediationAction, Remediator] = {
             RemediationAction.RESET_GPU: ResetGpu(
@@ -131,6 +132,7 @@ class Reconciler:
             except TimeoutError:
                 self.mark(self.store.nodes)
             self.wakeup.clear()
+            self.last_round_at = self.clock()
             await asyncio.sleep(0.05)  # let a burst of events coalesce into one round
             batch = self.dirty - self.in_flight
             self.dirty -= batch

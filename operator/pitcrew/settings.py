@@ -24,7 +24,7 @@ class OperatorSettings(BaseModel):
     lease_name: str = "pitcrew-operator"
     identity: str = Field(default_factory=socket.gethostname)
     """Holder identity in the Lease (the pod name in a Deployment)."""
-    lease_seconds: int = Field(default=15, ge=2)
+    lease_seconds: int = Field(default=15, ge=3)
     """Lease duration; a standby takes over this long after the leader dies."""
     resync_seconds: float = Field(default=15.0, gt=0)
     """Every node is re-decided at least this often (time-based transitions)."""
