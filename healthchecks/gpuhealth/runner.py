@@ -49,6 +49,7 @@ class Checker:
         self.thresholds = Thresholds(thresholds)
         self.disabled = frozenset(disabled)
         self.sample_timeout = sample_timeout
+        self.last_sample: NodeSample | None = None
         self.memory = Memory(
             counters=CounterHistory(
                 window=datetime.timedelta(seconds=self.thresholds["rate.window_s"])
@@ -84,6 +85,7 @@ class Checker:
                 suite=suite,
                 checks=[CheckResult(name="backend", status=CheckStatus.ERROR, message=sample)],
             )
+        self.last_sample = sample
         expect = self.expect
         if expect.model is None and sample.gpus:
             expect = Expectations(

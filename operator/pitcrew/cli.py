@@ -13,10 +13,12 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from gpuhealth.models import UnknownGpuModelError, get_model
 from pitcrew import devcluster
 from pitcrew.api import crdgen
+from pitcrew.api.meta import parse_duration
 from pitcrew.devcluster import build
 from pitcrew.settings import OperatorSettings
 
@@ -87,10 +89,47 @@ def _operator(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="pitcrew", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True)
+def _agent(args: argparse.Namespace) -> int:
+    from pitcrew import agent  # noqa: PLC0415 - NVML and Prometheus only here
 
+    agent.main(
+        node=args.node,
+        kubeconfig=args.kubeconfig,
+        interval=parse_duration(args.interval),
+        heartbeat=parse_duration(args.heartbeat),
+        expected_gpus=args.expected_gpus,
+        kernel_log=args.kernel_log,
+        metrics_port=args.metrics_port,
+    )
+    return 0
+
+
+def _sim_agents(args: argparse.Namespace) -> int:
+    from prometheus_client import start_http_server  # noqa: PLC0415
+
+    from pitcrew.kube.client import api_client  # noqa: PLC0415
+    from pitcrew.sim_agents import SimAgents  # noqa: PLC0415
+
+    if args.metrics_port:
+        start_http_server(args.metrics_port)
+    SimAgents(
+        api_client(args.kubeconfig),
+        interval=parse_duration(args.interval),
+        heartbeat=parse_duration(args.heartbeat),
+    ).run()
+    return 0
+
+
+def _probe(args: argparse.Namespace) -> int:
+    from pitcrew import probe  # noqa: PLC0415
+
+    return probe.run(node=args.node, suite=args.suite, kubeconfig=args.kubeconfig)
+
+
+Commands = Any  # argparse's private _SubParsersAction
+
+
+def _add_devcluster(commands: Commands) -> None:
     cluster = commands.add_parser("devcluster", help="a local control plane with fake GPU nodes")
     cluster_commands = cluster.add_subparsers(dest="action", required=True)
     up = cluster_commands.add_parser("up", help="build if needed and start; returns when Ready")
@@ -109,6 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
     for sub in (up, down, state):
         sub.add_argument("--dir", type=Path, default=DEFAULT_DIR)
 
+
+def _add_runtime(commands: Commands) -> None:
     operator = commands.add_parser("operator", help="run the operator (kopf, leader election)")
     operator.add_argument("--kubeconfig", default=None)
     operator.add_argument("--namespace", default="pitcrew-system")
@@ -125,6 +166,35 @@ def build_parser() -> argparse.ArgumentParser:
     operator.add_argument("--probe-image", default=None)
     operator.set_defaults(handler=_operator)
 
+    agent_cmd = commands.add_parser("agent", help="the node agent (one per GPU node)")
+    agent_cmd.add_argument("--node", required=True, help="this node's name (downward API)")
+    agent_cmd.add_argument("--kubeconfig", default=None)
+    agent_cmd.add_argument("--interval", default="30s")
+    agent_cmd.add_argument("--heartbeat", default="5m")
+    agent_cmd.add_argument("--expected-gpus", type=int, default=None)
+    agent_cmd.add_argument("--kernel-log", default="/dev/kmsg")
+    agent_cmd.add_argument("--metrics-port", type=int, default=9400)
+    agent_cmd.set_defaults(handler=_agent)
+
+    sim = commands.add_parser("sim-agents", help="simulated agents for every simulated node")
+    sim.add_argument("--kubeconfig", default=None)
+    sim.add_argument("--interval", default="30s")
+    sim.add_argument("--heartbeat", default="5m")
+    sim.add_argument("--metrics-port", type=int, default=0)
+    sim.set_defaults(handler=_sim_agents)
+
+    probe_cmd = commands.add_parser("probe", help="run a validation suite here (probe pod)")
+    probe_cmd.add_argument("--node", required=True)
+    probe_cmd.add_argument("--suite", default="standard")
+    probe_cmd.add_argument("--kubeconfig", default=None)
+    probe_cmd.set_defaults(handler=_probe)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pitcrew", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    _add_devcluster(commands)
+    _add_runtime(commands)
     crds = commands.add_parser("crds", help="generate CRD YAML from the API models")
     crds.add_argument(
         "--out",

@@ -14,15 +14,17 @@ from __future__ import annotations
 import contextlib
 import datetime
 import functools
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 from gpuhealth.backends.base import BackendUnavailableError
 from gpuhealth.kernel_log import KMSG, KernelLog
-from gpuhealth.report import GpuIdentity
+from gpuhealth.report import FaultClass, GpuIdentity
 from gpuhealth.samples import ClockEvent, GpuSample, NodeSample, NvLinkSample, XidEvent
 from gpuhealth.sysfs_ib import DEFAULT_ROOT, read_ports
+from gpuhealth.xid import classify
 
 T = TypeVar("T")
 MAX_NVLINKS = 18
@@ -52,6 +54,7 @@ class NvmlBackend:
         self.kernel_log = KernelLog(kernel_log) if kernel_log else None
         self.sysfs_ib = sysfs_ib
         self._events = self._register_xid_events()
+        self._pending: list[XidEvent] = []
 
     def _register_xid_events(self) -> Any:
         nvml = self.nvml
@@ -209,14 +212,15 @@ class NvmlBackend:
             )
         return tuple(links)
 
-    def _nvml_xids(self) -> list[XidEvent]:
+    def _nvml_xids(self, timeout_ms: int = 0) -> list[XidEvent]:
         nvml = self.nvml
         events: list[XidEvent] = []
         if self._events is None:
             return events
         while True:
             try:
-                data = nvml.nvmlEventSetWait_v2(self._events, 0)
+                data = nvml.nvmlEventSetWait_v2(self._events, timeout_ms)
+                timeout_ms = 0
             except nvml.NVMLError_Timeout:
                 return events
             except nvml.NVMLError:
@@ -230,6 +234,20 @@ class NvmlBackend:
                 )
             )
 
+    def wait_for_xid(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s for a fatal or degraded XID; events are kept for
+        the next :meth:`sample`, so the agent can sweep at once without losing them."""
+        if self._events is None:
+            time.sleep(timeout)
+        events = self._nvml_xids(int(timeout * 1000) if self._events is not None else 0)
+        if self.kernel_log is not None:
+            events.extend(self.kernel_log.read_new())
+        self._pending.extend(events)
+        return any(
+            classify(e.code, e.message).fault_class in (FaultClass.FATAL, FaultClass.DEGRADED)
+            for e in events
+        )
+
     def sample(self) -> NodeSample:
         nvml = self.nvml
         errors: dict[str, str] = {}
@@ -237,7 +255,7 @@ class NvmlBackend:
         gpus = tuple(self._gpu(index) for index in range(count))
         driver = self._read(errors, "driver", lambda: _text(nvml.nvmlSystemGetDriverVersion()))
         cuda = self._read(errors, "cuda", nvml.nvmlSystemGetCudaDriverVersion_v2)
-        xids = self._nvml_xids()
+        xids, self._pending = [*self._pending, *self._nvml_xids()], []
         if self.kernel_log is not None:
             kernel_events = self.kernel_log.read_new()
             known = {(x.code, x.pci_bus_id) for x in xids}
