@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -209,6 +210,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    for noisy in ("kopf.objects", "kubernetes.leaderelection", "leaderelection"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         return int(args.handler(args))
     except (devcluster.DevclusterError, UnknownGpuModelError) as error:

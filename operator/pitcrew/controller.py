@@ -41,6 +41,8 @@ def register(registry: kopf.OperatorRegistry, reconciler: Reconciler) -> None:
     @kopf.on.startup(registry=registry)
     async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
         settings.posting.enabled = False  # Pitcrew posts its own Events
+        # The resources are known; scanning CRDs would need RBAC on CRDs cluster-wide.
+        settings.scanning.disabled = True
         settings.watching.server_timeout = 300
         settings.networking.request_timeout = 60
         asyncio.get_running_loop().create_task(reconciler.run())

@@ -157,7 +157,7 @@ class Reconciler:
     def _fleet(self, policy: PolicyView, statuses: dict[str, GPUNodeStatus]) -> FleetView:
         phases: dict[Phase, int] = {}
         spares: list[tuple[datetime.datetime, str]] = []
-        total = 0
+        total = refused = 0
         for name, node in self.store.nodes.items():
             found, names = self._policy_for(node)
             if found is None or names != [policy.name]:
@@ -167,11 +167,17 @@ class Reconciler:
                 continue
             total += 1
             phases[status.phase] = phases.get(status.phase, 0) + 1
+            if any(
+                c.type == "Admitted" and c.reason == "CircuitBreakerOpen" for c in status.conditions
+            ):
+                refused += 1
             if status.phase is Phase.SPARE:
                 spares.append(
                     (status.phase_since or datetime.datetime.min.replace(tzinfo=datetime.UTC), name)
                 )
-        return FleetView(total=total, phases=phases, spares=tuple(n for _, n in sorted(spares)))
+        return FleetView(
+            total=total, phases=phases, spares=tuple(n for _, n in sorted(spares)), refused=refused
+        )
 
     async def reconcile(self, names: Iterable[str]) -> None:
         now = self.clock()
@@ -246,7 +252,9 @@ class Reconciler:
         spares = [s for s in spares if s not in released]
         if decision.phase is Phase.SPARE:
             spares.append(name)
-        return FleetView(total=fleet.total, phases=phases, spares=tuple(spares))
+        return FleetView(
+            total=fleet.total, phases=phases, spares=tuple(spares), refused=fleet.refused
+        )
 
     async def _in_thread(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         loop = asyncio.get_running_loop()
@@ -438,7 +446,9 @@ class Reconciler:
         limit = unhealthy_limit(view.spec.safety, total=fleet.total)
         unhealthy = fleet.count(*UNHEALTHY_PHASES)
         was_open = bool((current.get("breaker") or {}).get("open"))
-        is_open = fleet.total > 0 and unhealthy >= limit
+        # Open means the limit is refusing a node that failed, not merely that the
+        # fleet sits at the limit: only a refusal starts the storm cooldown.
+        is_open = fleet.refused > 0
         breaker: dict[str, Any] = {"open": is_open}
         cooldown = current.get("cooldownUntil")
         if is_open:
@@ -446,7 +456,8 @@ class Reconciler:
                 (current.get("breaker") or {}).get("since") if was_open else now.isoformat()
             )
             breaker["message"] = (
-                f"{unhealthy} of {fleet.total} nodes unhealthy, limit {limit}: no new quarantines"
+                f"{unhealthy} of {fleet.total} nodes unhealthy, limit {limit}: "
+                f"{fleet.refused} failing nodes kept in service"
             )
         elif was_open:
             cooldown = (now + parse_duration(view.spec.safety.storm_cooldown)).isoformat()

@@ -116,6 +116,8 @@ class FleetView:
     phases: dict[Phase, int]
     spares: tuple[str, ...] = ()
     """Names of nodes in phase Spare, oldest first."""
+    refused: int = 0
+    """Nodes the circuit breaker is keeping in service although they failed."""
 
     def count(self, *phases: Phase) -> int:
         return sum(self.phases.get(p, 0) for p in phases)

@@ -9,21 +9,18 @@ they can share the cluster.
 from __future__ import annotations
 
 import os
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 from kubernetes import client, config
 
 from gpuhealth.models import get_model
 from pitcrew import devcluster
+from pitcrew.kube import crds as crds_module
 
 E2E_NODES = 4
-
-CRD_DIR = Path(__file__).resolve().parents[2] / "crds"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -66,38 +63,9 @@ def namespace(core: client.CoreV1Api) -> Iterator[str]:
     core.delete_namespace(name)
 
 
-def install_crds(api_client: client.ApiClient, *, timeout: float = 30.0) -> list[str]:
-    extensions = client.ApiextensionsV1Api(api_client)
-    names = []
-    for path in sorted(CRD_DIR.glob("*.yaml")):
-        body = yaml.safe_load(path.read_text())
-        names.append(body["metadata"]["name"])
-        try:
-            extensions.create_custom_resource_definition(body)
-        except client.ApiException as error:
-            if error.status != 409:
-                raise
-            current = extensions.read_custom_resource_definition(body["metadata"]["name"])
-            body["metadata"]["resourceVersion"] = current.metadata.resource_version
-            extensions.replace_custom_resource_definition(body["metadata"]["name"], body)
-    deadline = time.monotonic() + timeout
-    for name in names:
-        while not _established(extensions.read_custom_resource_definition(name)):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"CRD {name} not Established after {timeout}s")
-            time.sleep(0.2)
-    return names
-
-
-def _established(crd: client.V1CustomResourceDefinition) -> bool:
-    return any(
-        c.type == "Established" and c.status == "True" for c in (crd.status.conditions or [])
-    )
-
-
 @pytest.fixture(scope="session")
 def crds(api_client: client.ApiClient) -> list[str]:
-    return install_crds(api_client)
+    return crds_module.install(api_client)
 
 
 @pytest.fixture(scope="session")

@@ -35,7 +35,7 @@ def is_transient(error: BaseException) -> bool:
 
 retrying = retry(
     retry=retry_if_exception(is_transient),
-    wait=wait_exponential_jitter(initial=0.2, max=5.0),
+    wait=wait_exponential_jitter(multiplier=0.2, max=5.0),
     stop=stop_after_attempt(5),
     reraise=True,
 )

@@ -51,7 +51,7 @@ class Webhook:
 
         @retry(
             retry=retry_if_exception(_retryable),
-            wait=wait_exponential_jitter(0.2, 5),
+            wait=wait_exponential_jitter(multiplier=0.2, max=5),
             stop=stop_after_attempt(ATTEMPTS),
             reraise=True,
         )

@@ -1,0 +1,129 @@
+"""The operator and the simulated agents, running as separate processes.
+
+The operator runs out-of-cluster with the token of the ``pitcrew-operator``
+service account and exactly the RBAC the chart ships (:mod:`pitcrew.rbac`),
+not cluster-admin. The simulated agents run with the admin credentials of the
+devcluster (they stand in for kubelets and GPUs, not for Pitcrew).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fleet import Fleet
+from kubernetes import client
+
+from pitcrew.devcluster import install
+
+NAMESPACE = "pitcrew-system"
+
+
+class Processes:
+    def __init__(self, directory: Path, admin_kubeconfig: str, operator_kubeconfig: Path) -> None:
+        self.directory = directory
+        self.admin_kubeconfig = admin_kubeconfig
+        self.operator_kubeconfig = operator_kubeconfig
+        self.running: dict[str, subprocess.Popen[bytes]] = {}
+
+    def start(self, name: str, *args: str) -> subprocess.Popen[bytes]:
+        log = (self.directory / f"{name}.log").open("ab")
+        process = subprocess.Popen(
+            [sys.executable, "-m", "pitcrew.cli", *args],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        self.running[name] = process
+        return process
+
+    def start_operator(self, identity: str) -> subprocess.Popen[bytes]:
+        return self.start(
+            identity,
+            "operator",
+            "--kubeconfig",
+            str(self.operator_kubeconfig),
+            "--namespace",
+            NAMESPACE,
+            "--identity",
+            identity,
+            "--lease-seconds",
+            "4",
+            "--resync-seconds",
+            "2",
+            "--metrics-port",
+            "0",
+        )
+
+    def kill(self, name: str) -> None:
+        process = self.running.pop(name)
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=10)
+
+    def stop_all(self) -> None:
+        for name in list(self.running):
+            process = self.running.pop(name)
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+    def log(self, name: str) -> str:
+        return (self.directory / f"{name}.log").read_text(errors="replace")
+
+
+@pytest.fixture(scope="session")
+def pitcrew(
+    kubeconfig: str, api_client: client.ApiClient, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Processes]:
+    directory = tmp_path_factory.mktemp("pitcrew")
+    install.install(api_client, namespace=NAMESPACE)
+    operator_kubeconfig = install.service_account_kubeconfig(
+        api_client,
+        component="operator",
+        namespace=NAMESPACE,
+        path=directory / "operator.kubeconfig",
+    )
+    processes = Processes(directory, kubeconfig, operator_kubeconfig)
+    processes.start(
+        "sim-agents",
+        "sim-agents",
+        "--kubeconfig",
+        kubeconfig,
+        "--interval",
+        "2s",
+        "--heartbeat",
+        "30s",
+    )
+    processes.start_operator("operator-a")
+    yield processes
+    processes.stop_all()
+
+
+@pytest.fixture
+def fleet_factory(api_client: client.ApiClient, pitcrew: Processes) -> Iterator[type[Fleet]]:
+    fleets: list[Fleet] = []
+
+    class Tracked(Fleet):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            super().__init__(api_client, *args, **kwargs)  # type: ignore[arg-type]
+            fleets.append(self)
+
+    yield Tracked
+    for fleet in fleets:
+        fleet.cleanup()
+
+
+@pytest.fixture
+def workload_namespace(core: client.CoreV1Api) -> Iterator[str]:
+    name = f"train-{uuid.uuid4().hex[:6]}"
+    core.create_namespace({"metadata": {"name": name}})
+    yield name
+    core.delete_namespace(name)

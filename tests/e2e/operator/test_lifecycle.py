@@ -1,0 +1,145 @@
+"""Every path through the node lifecycle, against a real apiserver."""
+
+from __future__ import annotations
+
+import datetime
+
+from fleet import Fleet, eventually
+from kubernetes import client
+
+FATAL_XID = [{"type": "xid", "gpu": 2, "code": 79}]
+NVLINK_DOWN = [{"type": "nvlink-down", "gpu": 1, "link": 3}]
+
+
+def test_fatal_xid_quarantines_drains_repairs_and_revalidates(
+    fleet_factory: type[Fleet], workload_namespace: str
+) -> None:
+    fleet = fleet_factory(size=2)
+    fleet.policy()
+    node = fleet.nodes[0]
+    fleet.wait_phase(node, "Healthy")
+    fleet.pod(workload_namespace, "trainer-0", node)
+    fleet.inject(node, FATAL_XID)
+    eventually(lambda: fleet.node(node).spec.unschedulable, timeout=20, what="cordon")
+    assert fleet.taints(node)["pitcrew.dev/quarantined"] == "Xid"
+    eventually(lambda: not fleet.pod_exists(workload_namespace, "trainer-0"), what="eviction")
+    fleet.wait_phase(node, "Healthy", timeout=90)
+    assert fleet.history(node) == [
+        "Healthy",
+        "Quarantined",
+        "Draining",
+        "Remediating",
+        "Validating",
+        "Healthy",
+    ]
+    assert not fleet.node(node).spec.unschedulable
+    assert not any(k.startswith("pitcrew.dev/") for k in fleet.taints(node))
+    jobs = (
+        client.BatchV1Api(fleet.api)
+        .list_namespaced_job("pitcrew-system", label_selector=f"pitcrew.dev/node={node}")
+        .items
+    )
+    assert sorted(j.metadata.labels.get("pitcrew.dev/remediation", "probe") for j in jobs) == [
+        "probe",
+        "reset-gpu",
+    ]
+    reasons = {e.reason for e in fleet.events(node)}
+    assert {
+        "Xid",
+        "Evicted",
+        "RemediationStarted",
+        "Repaired",
+        "ValidationStarted",
+        "ValidationPassed",
+    } <= reasons
+
+
+def test_degraded_node_is_drained_at_the_jobs_next_checkpoint(
+    fleet_factory: type[Fleet], workload_namespace: str
+) -> None:
+    fleet = fleet_factory(size=2)
+    fleet.policy()
+    node = fleet.nodes[0]
+    fleet.wait_phase(node, "Healthy")
+    fleet.pod(workload_namespace, "trainer-0", node, labels={"pitcrew.dev/job": "llm"})
+    fleet.inject(node, NVLINK_DOWN)
+    fleet.wait_phase(node, "Suspect", timeout=20)
+    assert fleet.node(node).spec.unschedulable  # no new work lands on it
+    assert fleet.pod_exists(workload_namespace, "trainer-0")  # the job keeps running
+    checkpoint = datetime.datetime.now(datetime.UTC).isoformat()
+    fleet.core.patch_namespaced_pod(
+        "trainer-0",
+        workload_namespace,
+        {"metadata": {"annotations": {"pitcrew.dev/checkpoint-at": checkpoint}}},
+    )
+    eventually(
+        lambda: not fleet.pod_exists(workload_namespace, "trainer-0"),
+        what="drain after the checkpoint",
+    )
+    fleet.wait_phase(node, "Healthy", timeout=90)
+    assert "Suspect" in fleet.history(node)
+    assert "Validating" in fleet.history(node)
+
+
+def test_pdb_blocks_the_drain_until_it_allows_it(
+    fleet_factory: type[Fleet], workload_namespace: str
+) -> None:
+    fleet = fleet_factory(size=2)
+    fleet.policy()
+    node = fleet.nodes[0]
+    fleet.wait_phase(node, "Healthy")
+    labels = {"app": "protected"}
+    fleet.pod(workload_namespace, "protected-0", node, labels=labels)
+    policy = client.PolicyV1Api(fleet.api)
+    policy.create_namespaced_pod_disruption_budget(
+        workload_namespace,
+        {
+            "metadata": {"name": "protected"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": labels}},
+        },
+    )
+    eventually(
+        lambda: (
+            (
+                policy.read_namespaced_pod_disruption_budget("protected", workload_namespace).status
+                or client.V1PodDisruptionBudgetStatus(
+                    current_healthy=0, desired_healthy=0, disruptions_allowed=0, expected_pods=0
+                )
+            ).current_healthy
+            == 1
+        ),
+        what="PDB computed",
+    )
+    fleet.inject(node, FATAL_XID)
+    drain = fleet.wait_phase(node, "Draining", timeout=20)
+    assert drain
+    blocked = eventually(
+        lambda: (fleet.gpunode(node)["status"].get("drain") or {}).get("blockedBy"),
+        what="blockedBy in drain status",
+    )
+    assert "disruption budget" in blocked
+    assert fleet.pod_exists(workload_namespace, "protected-0")
+    assert fleet.phase(node) == "Draining"
+    policy.delete_namespaced_pod_disruption_budget("protected", workload_namespace)
+    eventually(
+        lambda: not fleet.pod_exists(workload_namespace, "protected-0"),
+        timeout=90,
+        what="eviction once the PDB allows it",
+    )
+    fleet.wait_phase(node, "Remediating", "Validating", "Healthy", timeout=30)
+    assert "EvictionBlocked" in {e.reason for e in fleet.events(node)}
+
+
+def test_a_foreign_cordon_is_never_undone(fleet_factory: type[Fleet]) -> None:
+    fleet = fleet_factory(size=2)
+    fleet.policy()
+    node = fleet.nodes[0]
+    fleet.wait_phase(node, "Healthy")
+    fleet.core.patch_node(node, {"spec": {"unschedulable": True}})  # kubectl cordon
+    fleet.inject(node, FATAL_XID)
+    fleet.wait_phase(node, "Remediating", "Validating", timeout=30)
+    fleet.wait_phase(node, "Healthy", timeout=90)
+    spec = fleet.node(node).spec
+    assert spec.unschedulable, "Pitcrew lifted a cordon it did not make"
+    assert not any(k.startswith("pitcrew.dev/") for k in fleet.taints(node))
+    assert "pitcrew.dev/cordoned-by" not in (fleet.node(node).metadata.annotations or {})

@@ -1,0 +1,189 @@
+"""Helpers for end-to-end tests: private GPU nodes, policies, faults, waiting.
+
+Each test builds its own small fleet (fresh kwok nodes with a unique group
+label) and a policy selecting only that group, so tests never share nodes or
+policies and can run in any order against one devcluster.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes import client
+
+GROUP, VERSION = "pitcrew.dev", "v1alpha1"
+GROUP_LABEL = "e2e.pitcrew.dev/group"
+
+
+def eventually(
+    check: Callable[[], Any], *, timeout: float = 60.0, what: str, interval: float = 0.25
+) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+class Fleet:
+    """A private group of simulated GPU nodes and the policy that manages them."""
+
+    def __init__(self, api: client.ApiClient, *, size: int, name: str | None = None) -> None:
+        self.api = api
+        self.core = client.CoreV1Api(api)
+        self.custom = client.CustomObjectsApi(api)
+        self.group = name or f"g{uuid.uuid4().hex[:6]}"
+        self.nodes = [f"{self.group}-n{i}" for i in range(size)]
+        for node in self.nodes:
+            self.add_node(node)
+        eventually(lambda: all(self.ready(n) for n in self.nodes), what="nodes Ready")
+
+    def add_node(self, name: str, annotations: dict[str, str] | None = None) -> None:
+        resources = {"cpu": "224", "memory": "2Ti", "pods": "110", "nvidia.com/gpu": "8"}
+        self.core.create_node(
+            {
+                "metadata": {
+                    "name": name,
+                    "annotations": annotations or {},
+                    "labels": {
+                        "kubernetes.io/hostname": name,
+                        "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+                        "pitcrew.dev/simulated": "true",
+                        GROUP_LABEL: self.group,
+                    },
+                },
+                "status": {"capacity": resources, "allocatable": resources},
+            }
+        )
+
+    def ready(self, node: str) -> bool:
+        conditions = self.core.read_node(node).status.conditions or []
+        return any(c.type == "Ready" and c.status == "True" for c in conditions)
+
+    def policy(self, **spec: Any) -> dict[str, Any]:
+        body = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "GPUHealthPolicy",
+            "metadata": {"name": self.group},
+            "spec": {
+                "nodeSelector": {"matchLabels": {GROUP_LABEL: self.group}},
+                "validation": {"burnInOnJoin": False, "timeout": "2m"},
+                **spec,
+            },
+        }
+        created: dict[str, Any] = self.custom.create_cluster_custom_object(
+            GROUP, VERSION, "gpuhealthpolicies", body
+        )
+        return created
+
+    def gpunode(self, node: str) -> dict[str, Any]:
+        try:
+            found: dict[str, Any] = self.custom.get_cluster_custom_object(
+                GROUP, VERSION, "gpunodes", node
+            )
+        except client.ApiException as error:
+            if error.status == 404:
+                return {}
+            raise
+        return found
+
+    def phase(self, node: str) -> str:
+        return str((self.gpunode(node).get("status") or {}).get("phase", ""))
+
+    def wait_phase(self, node: str, *phases: str, timeout: float = 60.0) -> dict[str, Any]:
+        found: dict[str, Any] = eventually(
+            lambda: (
+                (g := self.gpunode(node)) and (g.get("status") or {}).get("phase") in phases and g
+            ),
+            timeout=timeout,
+            what=f"{node} in {phases} (now {self.phase(node)})",
+        )
+        return found
+
+    def history(self, node: str) -> list[str]:
+        status = self.gpunode(node).get("status") or {}
+        return [h["to"] for h in status.get("history", [])]
+
+    def inject(self, node: str, faults: list[dict[str, Any]]) -> datetime.datetime:
+        self.core.patch_node(
+            node, {"metadata": {"annotations": {"sim.pitcrew.dev/faults": json.dumps(faults)}}}
+        )
+        return datetime.datetime.now(datetime.UTC)
+
+    def node(self, node: str) -> client.V1Node:
+        return self.core.read_node(node)
+
+    def taints(self, node: str) -> dict[str, str]:
+        return {t.key: t.value or "" for t in self.node(node).spec.taints or []}
+
+    def pod(
+        self,
+        namespace: str,
+        name: str,
+        node: str,
+        *,
+        labels: dict[str, str] | None = None,
+        annotations: dict[str, str] | None = None,
+    ) -> None:
+        self.core.create_namespaced_pod(
+            namespace,
+            {
+                "metadata": {
+                    "name": name,
+                    "labels": labels or {},
+                    "annotations": annotations or {},
+                },
+                "spec": {
+                    "nodeSelector": {"kubernetes.io/hostname": node},
+                    "containers": [
+                        {
+                            "name": "train",
+                            "image": "trainer:1",
+                            "resources": {"limits": {"nvidia.com/gpu": "8"}},
+                        }
+                    ],
+                    "terminationGracePeriodSeconds": 1,
+                },
+            },
+        )
+        eventually(
+            lambda: self.core.read_namespaced_pod(name, namespace).status.phase == "Running",
+            what=f"pod {name} Running",
+        )
+
+    def pod_exists(self, namespace: str, name: str) -> bool:
+        try:
+            self.core.read_namespaced_pod(name, namespace)
+        except client.ApiException as error:
+            if error.status == 404:
+                return False
+            raise
+        return True
+
+    def events(self, node: str) -> list[client.CoreV1Event]:
+        return [
+            e
+            for e in self.core.list_namespaced_event("default").items
+            if e.involved_object.name == node
+        ]
+
+    def cleanup(self) -> None:
+        try:
+            self.custom.delete_cluster_custom_object(
+                GROUP, VERSION, "gpuhealthpolicies", self.group
+            )
+        except client.ApiException:
+            pass
+        for node in self.nodes:
+            try:
+                self.core.delete_node(node)
+            except client.ApiException:
+                pass
