@@ -7,6 +7,7 @@ policies and can run in any order against one devcluster.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import time
@@ -176,14 +177,10 @@ class Fleet:
         ]
 
     def cleanup(self) -> None:
-        try:
+        with contextlib.suppress(client.ApiException):
             self.custom.delete_cluster_custom_object(
                 GROUP, VERSION, "gpuhealthpolicies", self.group
             )
-        except client.ApiException:
-            pass
         for node in self.nodes:
-            try:
+            with contextlib.suppress(client.ApiException):
                 self.core.delete_node(node)
-            except client.ApiException:
-                pass
