@@ -1,10 +1,12 @@
 """Safety arithmetic: the circuit breaker and the concurrency bounds.
 
 Pure functions of the policy and a fleet snapshot. "Unhealthy" means taken
-out of service by Pitcrew for a fault: Suspect, Quarantined, Draining or
-Remediating. Validating is not counted (a batch of new nodes in burn-in must
-not trip the breaker for the rest of the fleet), nor Retired (replaced, and
-no longer part of the fleet's capacity plan).
+out of service by Pitcrew for a fault: Suspect, Quarantined, Draining,
+Remediating or Retired. Retired counts until a person removes the node: if
+it did not, a fleet-wide cause (a bad driver, a switch) would fail, retire
+and free the slot of node after node, and the breaker would only slow the
+storm down instead of stopping it. Validating is not counted: a batch of new
+nodes in burn-in must not trip the breaker for the rest of the fleet.
 
 A percentage limit is rounded to the nearest node and is at least one node
 when the percentage is above zero, so that the 10 % default still lets a
@@ -21,7 +23,13 @@ from pitcrew.api.gpunode import Phase
 from pitcrew.api.policy import SafetySpec
 from pitcrew.views import FleetView
 
-UNHEALTHY_PHASES = (Phase.SUSPECT, Phase.QUARANTINED, Phase.DRAINING, Phase.REMEDIATING)
+UNHEALTHY_PHASES = (
+    Phase.SUSPECT,
+    Phase.QUARANTINED,
+    Phase.DRAINING,
+    Phase.REMEDIATING,
+    Phase.RETIRED,
+)
 DEFAULT_MAX_UNHEALTHY = "10%"
 
 

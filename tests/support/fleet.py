@@ -19,6 +19,7 @@ from kubernetes import client
 
 GROUP, VERSION = "pitcrew.dev", "v1alpha1"
 GROUP_LABEL = "e2e.pitcrew.dev/group"
+NAMESPACE = "pitcrew-system"
 
 
 def eventually(
@@ -84,6 +85,12 @@ class Fleet:
             GROUP, VERSION, "gpuhealthpolicies", body
         )
         return created
+
+    def policy_status(self) -> dict[str, Any]:
+        found = self.custom.get_cluster_custom_object(
+            GROUP, VERSION, "gpuhealthpolicies", self.group
+        )
+        return dict(found.get("status") or {})
 
     def gpunode(self, node: str) -> dict[str, Any]:
         try:

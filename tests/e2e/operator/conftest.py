@@ -17,12 +17,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fleet import Fleet
+from fleet import NAMESPACE, Fleet
 from kubernetes import client
 
 from pitcrew.devcluster import install
-
-NAMESPACE = "pitcrew-system"
 
 
 class Processes:
