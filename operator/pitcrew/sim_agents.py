@@ -117,7 +117,9 @@ class SimAgents:
         annotations = node["metadata"].get("annotations") or {}
         urgent = False
         if sim.core.note_remediation(annotations):
-            urgent = self._repair(sim, annotations) or urgent
+            if not self._repair(sim, annotations):
+                sim.backend.replay_xids()
+            urgent = True
         text = annotations.get(FAULTS_ANNOTATION, "")
         if text != sim.faults_text:
             sim.faults_text = text

@@ -72,6 +72,11 @@ class SimBackend:
         self._faults = {fault: self._faults.get(fault, now) for fault in faults}
         self._reported_xids &= set(self._faults)
 
+    def replay_xids(self) -> None:
+        """Report the active XID faults again, as a driver does when a GPU that a
+        repair did not fix hits the same error again."""
+        self._reported_xids.clear()
+
     def _minutes_since(self, fault: f.Fault) -> float:
         return max((self.clock() - self._faults[fault]).total_seconds(), 0.0) / 60.0
 

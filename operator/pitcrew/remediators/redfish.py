@@ -68,16 +68,11 @@ class RedfishReboot:
                 verify=verify,
             )
             system = connection.get_system(system_path)
-            allowed = {str(v) for v in system.get_allowed_reset_system_values()}
-            reset = next(
-                (
-                    r
-                    for r in PREFERRED_RESETS
-                    if r in allowed or r.lower() in {a.lower() for a in allowed}
-                ),
-                "ForceRestart",
-            )
-            system.reset_system(reset)
+            allowed = {
+                getattr(v, "value", str(v)) for v in system.get_allowed_reset_system_values()
+            }
+            reset = next((r for r in PREFERRED_RESETS if r in allowed), "ForceRestart")
+            system.reset_system(sushy.ResetType(reset))
         except sushy.exceptions.SushyError as error:
             raise RemediationError(f"Redfish {endpoint}{system_path}: {error}") from None
         return f"Redfish {reset} of {endpoint}{system_path}"

@@ -1,0 +1,300 @@
+"""Remediators against real peers: a Redfish BMC (sushy-tools), a webhook receiver,
+Cluster API Machines; and the ladder's escalation to retirement."""
+
+from __future__ import annotations
+
+import base64
+import http.server
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fleet import NAMESPACE, Fleet, eventually
+from kubernetes import client
+
+FATAL_XID = [{"type": "xid", "gpu": 4, "code": 79}]
+SYSTEM_UUID = "8f0e3b52-1c1f-4b1e-9f7e-5f2a8b8d0a01"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def bmc(tmp_path: Path) -> Iterator[str]:
+    """The sushy-tools Redfish emulator (fake driver) with one powered-on system."""
+    port = free_port()
+    config = tmp_path / "emulator.conf"
+    config.write_text(
+        "SUSHY_EMULATOR_FAKE_DRIVER = True\n"
+        f"SUSHY_EMULATOR_FAKE_SYSTEMS = [{{'uuid': '{SYSTEM_UUID}', 'name': 'gpu-node', "
+        "'power_state': 'On', 'nics': []}]\n"
+    )
+    log = (tmp_path / "emulator.log").open("wb")
+    process = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "sushy-emulator"),
+            "--config",
+            str(config),
+            "--interface",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        try:
+            with urllib.request.urlopen(f"{url}/redfish/v1/Systems", timeout=1):
+                return True
+        except OSError:
+            return False
+
+    try:
+        eventually(up, timeout=30, what="sushy-emulator up")
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def system_power(url: str) -> str:
+    with urllib.request.urlopen(f"{url}/redfish/v1/Systems/{SYSTEM_UUID}", timeout=5) as answer:
+        return str(json.load(answer)["PowerState"])
+
+
+def test_redfish_reboot_reaches_the_bmc(
+    fleet_factory: type[Fleet], bmc: str, core: client.CoreV1Api
+) -> None:
+    secret = "bmc-credentials"
+    core.create_namespaced_secret(
+        NAMESPACE,
+        {
+            "metadata": {"name": secret},
+            "data": {
+                "username": base64.b64encode(b"admin").decode(),
+                "password": base64.b64encode(b"password").decode(),
+            },
+        },
+    )
+    try:
+        fleet = fleet_factory(size=2)
+        node = fleet.nodes[0]
+        fleet.core.patch_node(
+            node,
+            {
+                "metadata": {
+                    "annotations": {
+                        "pitcrew.dev/bmc-endpoint": bmc,
+                        "pitcrew.dev/bmc-system": f"/redfish/v1/Systems/{SYSTEM_UUID}",
+                    }
+                }
+            },
+        )
+        fleet.policy(
+            remediation={
+                "ladders": {"fatal": [{"action": "reboot", "timeout": "10m"}]},
+                "redfish": {"credentialsSecret": {"name": secret, "namespace": NAMESPACE}},
+            }
+        )
+        fleet.wait_phase(node, "Healthy")
+        assert system_power(bmc) == "On"
+        fleet.inject(node, FATAL_XID)
+        started = eventually(
+            lambda: next((e for e in fleet.events(node) if e.reason == "RemediationStarted"), None),
+            timeout=30,
+            what="RemediationStarted event",
+        )
+        assert "Redfish ForceRestart" in started.message
+        assert system_power(bmc) == "Off"  # the fake BMC is power-cycling the system
+        fleet.wait_phase(node, "Healthy", timeout=90)
+    finally:
+        core.delete_namespaced_secret(secret, NAMESPACE)
+
+
+class Receiver(http.server.BaseHTTPRequestHandler):
+    """A remediation webhook that fails twice with 503, then accepts."""
+
+    requests: list[tuple[str, dict[str, Any]]] = []
+    failures_left = 2
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        Receiver.requests.append((self.headers["Idempotency-Key"], body))
+        if Receiver.failures_left > 0:
+            Receiver.failures_left -= 1
+            self.send_response(503)
+        else:
+            self.send_response(202)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        """Quiet."""
+
+
+@pytest.fixture
+def receiver() -> Iterator[str]:
+    Receiver.requests, Receiver.failures_left = [], 2
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/rma"
+    server.shutdown()
+
+
+def test_webhook_is_retried_on_5xx_and_not_duplicated(
+    fleet_factory: type[Fleet], receiver: str
+) -> None:
+    fleet = fleet_factory(size=2)
+    node = fleet.nodes[0]
+    fleet.policy(
+        remediation={
+            "ladders": {"fatal": [{"action": "webhook", "timeout": "1h"}]},
+            "webhook": {"url": receiver},
+        }
+    )
+    fleet.wait_phase(node, "Healthy")
+    fleet.core.patch_node(
+        node, {"metadata": {"annotations": {"sim.pitcrew.dev/repair-fails": "webhook"}}}
+    )  # the ticket stays open
+    fleet.inject(node, FATAL_XID)
+    eventually(lambda: len(Receiver.requests) >= 3, timeout=30, what="webhook accepted")
+    time.sleep(5)  # reconcile rounds and resyncs must not call it again
+    keys = [key for key, _ in Receiver.requests]
+    assert len(keys) == 3
+    assert len(set(keys)) == 1
+    payload = Receiver.requests[-1][1]
+    assert payload["node"] == node
+    assert payload["action"] == "webhook"
+    assert payload["faultClass"] == "fatal"
+    assert payload["gpus"] == [4]
+    assert fleet.phase(node) == "Remediating"
+
+
+def test_cluster_api_machine_is_annotated_for_remediation(
+    fleet_factory: type[Fleet], api_client: client.ApiClient
+) -> None:
+    extensions = client.ApiextensionsV1Api(api_client)
+    try:
+        extensions.create_custom_resource_definition(
+            {
+                "metadata": {"name": "machines.cluster.x-k8s.io"},
+                "spec": {
+                    "group": "cluster.x-k8s.io",
+                    "scope": "Namespaced",
+                    "names": {"kind": "Machine", "plural": "machines", "singular": "machine"},
+                    "versions": [
+                        {
+                            "name": "v1beta1",
+                            "served": True,
+                            "storage": True,
+                            "schema": {
+                                "openAPIV3Schema": {
+                                    "type": "object",
+                                    "x-kubernetes-preserve-unknown-fields": True,
+                                }
+                            },
+                        }
+                    ],
+                },
+            }
+        )
+    except client.ApiException as error:
+        if error.status != 409:
+            raise
+    custom = client.CustomObjectsApi(api_client)
+    eventually(lambda: _served(custom), what="Machine CRD served")
+    fleet = fleet_factory(size=2)
+    node = fleet.nodes[0]
+    custom.create_namespaced_custom_object(
+        "cluster.x-k8s.io",
+        "v1beta1",
+        "default",
+        "machines",
+        {"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Machine", "metadata": {"name": node}},
+    )
+    fleet.core.patch_node(
+        node,
+        {
+            "metadata": {
+                "annotations": {
+                    "cluster.x-k8s.io/machine": node,
+                    "cluster.x-k8s.io/cluster-namespace": "default",
+                    "sim.pitcrew.dev/repair-fails": "cluster-api",
+                }
+            }
+        },
+    )
+    fleet.policy(remediation={"ladders": {"fatal": [{"action": "cluster-api", "timeout": "1h"}]}})
+    fleet.wait_phase(node, "Healthy")
+    fleet.inject(node, FATAL_XID)
+    machine = eventually(
+        lambda: (
+            (
+                m := custom.get_namespaced_custom_object(
+                    "cluster.x-k8s.io", "v1beta1", "default", "machines", node
+                )
+            )["metadata"]
+            .get("annotations", {})
+            .get("cluster.x-k8s.io/remediate-machine")
+            and m
+        ),
+        timeout=30,
+        what="Machine annotated",
+    )
+    key = machine["metadata"]["annotations"]["cluster.x-k8s.io/remediate-machine"]
+    assert key == fleet.gpunode(node)["status"]["remediation"]["reference"]
+
+
+def _served(custom: client.CustomObjectsApi) -> bool:
+    try:
+        custom.list_namespaced_custom_object("cluster.x-k8s.io", "v1beta1", "default", "machines")
+    except client.ApiException:
+        return False
+    return True
+
+
+def test_failed_repairs_climb_the_ladder_then_retire(fleet_factory: type[Fleet]) -> None:
+    fleet = fleet_factory(size=2)
+    node = fleet.nodes[0]
+    fleet.policy(
+        remediation={
+            "ladders": {
+                "fatal": [
+                    {"action": "reset-gpu", "timeout": "2s", "attempts": 2},
+                    {"action": "webhook", "timeout": "2s"},
+                    {"action": "retire"},
+                ]
+            },
+            "webhook": {"url": "http://127.0.0.1:9/closed"},
+            "lemon": {"maxRemediations": 10},
+        }
+    )
+    fleet.wait_phase(node, "Healthy")
+    fleet.core.patch_node(
+        node, {"metadata": {"annotations": {"sim.pitcrew.dev/repair-fails": "reset-gpu"}}}
+    )
+    fleet.inject(node, FATAL_XID)
+    retired = fleet.wait_phase(node, "Retired", timeout=60)
+    assert retired["status"]["reason"] == "LadderRetire"
+    assert fleet.taints(node)["pitcrew.dev/retired"] == "LadderRetire"
+    assert fleet.node(node).spec.unschedulable
+    reasons = [e.reason for e in fleet.events(node)]
+    assert reasons.count("RemediationTimedOut") >= 2
+    assert "RemediationFailed" in reasons  # the closed webhook port
+    resets = client.BatchV1Api(fleet.api).list_namespaced_job(
+        NAMESPACE, label_selector=f"pitcrew.dev/node={node},pitcrew.dev/remediation=reset-gpu"
+    )
+    assert len(resets.items) == 2
