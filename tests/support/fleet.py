@@ -140,6 +140,7 @@ class Fleet:
         *,
         labels: dict[str, str] | None = None,
         annotations: dict[str, str] | None = None,
+        gpus: int = 8,
     ) -> None:
         self.core.create_namespaced_pod(
             namespace,
@@ -155,7 +156,7 @@ class Fleet:
                         {
                             "name": "train",
                             "image": "trainer:1",
-                            "resources": {"limits": {"nvidia.com/gpu": "8"}},
+                            "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
                         }
                     ],
                     "terminationGracePeriodSeconds": 1,
@@ -176,11 +177,11 @@ class Fleet:
             raise
         return True
 
-    def events(self, node: str) -> list[client.CoreV1Event]:
+    def events(self, node: str, kind: str = "Node") -> list[client.CoreV1Event]:
         return [
             e
             for e in self.core.list_namespaced_event("default").items
-            if e.involved_object.name == node
+            if e.involved_object.name == node and e.involved_object.kind == kind
         ]
 
     def cleanup(self) -> None:

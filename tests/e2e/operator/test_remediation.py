@@ -131,7 +131,7 @@ class Receiver(http.server.BaseHTTPRequestHandler):
     requests: list[tuple[str, dict[str, Any]]] = []
     failures_left = 2
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+    def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         Receiver.requests.append((self.headers["Idempotency-Key"], body))
         if Receiver.failures_left > 0:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 
-
 from fleet import NAMESPACE, Fleet, eventually
 from kubernetes import client
 

@@ -1,0 +1,93 @@
+"""One active operator: a standby takes over mid-drain without repeating work."""
+
+from __future__ import annotations
+
+import datetime
+import time
+
+from fleet import NAMESPACE, Fleet, eventually
+from kubernetes import client
+from processes import Processes
+
+FATAL_XID = [{"type": "xid", "gpu": 0, "code": 79}]
+
+
+def holder(api: client.ApiClient) -> str:
+    lease = client.CoordinationV1Api(api).read_namespaced_lease("pitcrew-operator", NAMESPACE)
+    return str(lease.spec.holder_identity)
+
+
+def test_standby_finishes_the_drain_after_the_leader_dies(
+    fleet_factory: type[Fleet],
+    workload_namespace: str,
+    pitcrew: Processes,
+    api_client: client.ApiClient,
+) -> None:
+    pitcrew.start_operator("operator-b")
+    fleet = fleet_factory(size=2)
+    fleet.policy()
+    node = fleet.nodes[0]
+    fleet.wait_phase(node, "Healthy")
+    labels = {"app": "guarded"}
+    fleet.pod(workload_namespace, "guarded-0", node, labels=labels, gpus=4)
+    fleet.pod(workload_namespace, "free-0", node, gpus=4)
+    budget = client.PolicyV1Api(api_client)
+    budget.create_namespaced_pod_disruption_budget(
+        workload_namespace,
+        {
+            "metadata": {"name": "guarded"},
+            "spec": {"maxUnavailable": 0, "selector": {"matchLabels": labels}},
+        },
+    )
+    fleet.inject(node, FATAL_XID)
+    fleet.wait_phase(node, "Draining", timeout=20)
+    eventually(
+        lambda: not fleet.pod_exists(workload_namespace, "free-0"), what="the unguarded pod evicted"
+    )
+    leader = holder(api_client)
+    other = "operator-b" if leader == "operator-a" else "operator-a"
+    pitcrew.kill(leader)  # SIGKILL mid-drain: no goodbye, no lease release
+    eventually(lambda: holder(api_client) == other, timeout=30, what=f"{other} takes the lease")
+    assert fleet.phase(node) == "Draining"
+    budget.delete_namespaced_pod_disruption_budget("guarded", workload_namespace)
+    fleet.wait_phase(node, "Healthy", timeout=90)
+    time.sleep(3)
+    evicted = [e for e in fleet.events(node) if e.reason == "Evicted"]
+    evicted_pods = [p for e in evicted for p in e.message.split(": ", 1)[1].split(", ")]
+    assert sorted(evicted_pods) == sorted(
+        [f"{workload_namespace}/free-0", f"{workload_namespace}/guarded-0"]
+    )
+    assert all((e.count or 1) == 1 for e in evicted)
+    resets = client.BatchV1Api(api_client).list_namespaced_job(
+        NAMESPACE, label_selector=f"pitcrew.dev/node={node},pitcrew.dev/remediation=reset-gpu"
+    )
+    assert len(resets.items) == 1
+    assert fleet.history(node).count("Remediating") == 1
+    assert pitcrew.running[other].poll() is None
+    pitcrew.start_operator(leader)
+
+
+def test_a_leader_that_loses_its_lease_exits(
+    pitcrew: Processes, api_client: client.ApiClient
+) -> None:
+    leases = client.CoordinationV1Api(api_client)
+    eventually(lambda: holder(api_client) in pitcrew.running, what="a running leader")
+    leader = holder(api_client)
+    process = pitcrew.running[leader]
+    for name in [n for n in pitcrew.running if n.startswith("operator") and n != leader]:
+        pitcrew.kill(name)  # no standby may take the lease back
+    lease = leases.read_namespaced_lease("pitcrew-operator", NAMESPACE)
+    lease.spec.holder_identity = "intruder"
+    lease.spec.lease_duration_seconds = 3600
+    lease.spec.renew_time = datetime.datetime.now(datetime.UTC)
+    leases.replace_namespaced_lease("pitcrew-operator", NAMESPACE, lease)
+    eventually(lambda: process.poll() is not None, timeout=30, what="the old leader to exit")
+    assert process.returncode == 3
+    pitcrew.running.pop(leader)
+    lease = leases.read_namespaced_lease("pitcrew-operator", NAMESPACE)
+    lease.spec.lease_duration_seconds = 1
+    leases.replace_namespaced_lease("pitcrew-operator", NAMESPACE, lease)
+    pitcrew.start_operator("operator-a")
+    eventually(
+        lambda: holder(api_client) == "operator-a", timeout=30, what="operator-a leads again"
+    )
