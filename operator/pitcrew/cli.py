@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -213,6 +214,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    if os.environ.get("PITCREW_DEBUG"):
+        logging.getLogger("pitcrew").setLevel(logging.DEBUG)
     for noisy in ("kopf.objects", "kubernetes.leaderelection", "leaderelection"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:

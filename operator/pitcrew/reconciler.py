@@ -30,6 +30,7 @@ import asyncio
 import datetime
 import json
 import logging
+import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -43,7 +44,7 @@ from pitcrew.api.meta import API_VERSION, GROUP, VERSION, parse_duration
 from pitcrew.api.policy import GPUHealthPolicy, RemediationAction
 from pitcrew.kube import evictions, gpunodes, jobs, nodes
 from pitcrew.kube.client import OPERATOR_MANAGER, retrying
-from pitcrew.kube.convert import gpunode_status, matches, node_view, policy_view
+from pitcrew.kube.convert import matches, node_view, policy_view
 from pitcrew.kube.events import Recorder, Ref, gpunode_ref, node_ref
 from pitcrew.lifecycle import Decision, decide
 from pitcrew.remediators import RemediationError, RemediationRequest, Remediator
@@ -58,6 +59,7 @@ from pitcrew.views import SPARE_TAINT, FleetView, NodeState, PolicyView
 
 logger = logging.getLogger(__name__)
 LAST_REMEDIATION = "pitcrew.dev/last-remediation"
+RESYNC_CHUNK = 200
 Clock = Callable[[], datetime.datetime]
 
 
@@ -87,12 +89,20 @@ class Reconciler:
             max_workers=settings.workers, thread_name_prefix="pitcrew-exec"
         )
         self.dirty: set[str] = set()
+        self.resync: set[str] = set()
+        self.intended: dict[str, GPUNodeStatus] = {}
+        self.remediation_errors: dict[str, str] = {}
+        self.remediation_pool = ThreadPoolExecutor(
+            max_workers=8, thread_name_prefix="pitcrew-remediate"
+        )
         self.in_flight: set[str] = set()
         self.wakeup = asyncio.Event()
         self.dry_run_recorded: set[tuple[str, str, str]] = set()
         self.last_event_at: datetime.datetime = clock()
         self.last_round_at: datetime.datetime = clock()
+        self.last_resync_at: datetime.datetime = clock()
         self.warned_no_policy = False
+        self.loop: asyncio.AbstractEventLoop | None = None
         self.remediators: dict[RemediationAction, Remediator] = {
             RemediationAction.RESET_GPU: ResetGpu(
                 api, namespace=settings.namespace, image=settings.remediation_image
@@ -120,25 +130,58 @@ class Reconciler:
             self.mark([name])
 
     def mark(self, names: Iterable[str]) -> None:
+        """Queue nodes for the next round. Safe from any thread."""
+        names = list(names)
+        if self.loop is not None and threading.current_thread() is not threading.main_thread():
+            self.loop.call_soon_threadsafe(self._mark, names)
+        else:
+            self._mark(names)
+
+    def _mark(self, names: list[str]) -> None:
         self.dirty.update(names)
         self.wakeup.set()
 
     # -- the loop -------------------------------------------------------------------------
 
+    def retry_later(self, node: str, seconds: float) -> None:
+        """Re-decide ``node`` after ``seconds`` (from any thread): a drain blocked by a
+        PDB is retried when its backoff ends, not at the next resync."""
+        if self.loop is not None:
+            self.loop.call_soon_threadsafe(self.loop.call_later, seconds, self._mark, [node])
+
     async def run(self) -> None:
+        self.loop = asyncio.get_running_loop()
         while True:
             try:
                 await asyncio.wait_for(self.wakeup.wait(), timeout=self.settings.resync_seconds)
             except TimeoutError:
-                self.mark(self.store.nodes)
+                self.resync.update(self.store.nodes)
+            if self.clock() - self.last_resync_at > datetime.timedelta(
+                seconds=self.settings.resync_seconds
+            ):
+                self.last_resync_at = self.clock()
+                self.resync.update(self.store.nodes)
             self.wakeup.clear()
             self.last_round_at = self.clock()
             await asyncio.sleep(0.05)  # let a burst of events coalesce into one round
+            # Nodes with news first; the periodic resync in chunks behind them, so a
+            # fault is never queued behind a sweep of the whole fleet.
             batch = self.dirty - self.in_flight
             self.dirty -= batch
+            chunk = list(self.resync - self.in_flight - batch)[:RESYNC_CHUNK]
+            self.resync.difference_update(chunk)
+            batch.update(chunk)
+            if self.resync:
+                self.wakeup.set()
             if batch:
+                started = self.clock()
                 try:
                     await self.reconcile(batch)
+                    logger.debug(
+                        "round of %d nodes took %.3fs",
+                        len(batch),
+                        (self.clock() - started).total_seconds(),
+                    )
                 except Exception:
                     logger.exception("reconcile round failed; retrying on the next round")
                     self.mark(batch)
@@ -152,7 +195,8 @@ class Reconciler:
         ]
         if len(matched) != 1:
             return None, [p["metadata"]["name"] for p in matched]
-        return policy_view(matched[0]), [matched[0]["metadata"]["name"]]
+        name = matched[0]["metadata"]["name"]
+        return self.store.policy(name), [name]
 
     def _fleet(self, policy: PolicyView, statuses: dict[str, GPUNodeStatus]) -> FleetView:
         phases: dict[Phase, int] = {}
@@ -162,7 +206,7 @@ class Reconciler:
             found, names = self._policy_for(node)
             if found is None or names != [policy.name]:
                 continue
-            status = statuses.get(name) or gpunode_status(self.store.gpunodes.get(name))
+            status = statuses.get(name) or self.store.status(name)
             if status.phase is Phase.EXCLUDED:
                 continue
             total += 1
@@ -187,7 +231,7 @@ class Reconciler:
                 self.warned_no_policy = True
             return
         self.warned_no_policy = False
-        decided: dict[str, GPUNodeStatus] = {}
+        decided = self.intended
         plans: list[Plan] = []
         fleets: dict[str, FleetView] = {}
         for name in sorted(names):
@@ -211,7 +255,7 @@ class Reconciler:
             fleet = fleets.get(policy.name) or self._fleet(policy, decided)
             gpunode = self.store.gpunodes.get(name) or {}
             state = NodeState(
-                node=node_view(node, self.store.pods_on(name)), status=gpunode_status(gpunode)
+                node=node_view(node, self.store.pods_on(name)), status=self._known(name)
             )
             decision = decide(
                 state=state,
@@ -224,21 +268,43 @@ class Reconciler:
             fleets[policy.name] = self._updated(fleet, state.status, decision, name)
             dry_run = self.settings.dry_run or policy.spec.safety.dry_run
             plans.append(Plan(name, policy, decision, dry_run))
-        for name in (p.node for p in plans):
-            self.in_flight.add(name)
-        try:
-            await asyncio.gather(*(self._in_thread(self.execute, plan) for plan in plans))
-        finally:
-            self.in_flight.difference_update(p.node for p in plans)
+        for plan in plans:
+            self._launch(plan)
         for policy_name in fleets:
             policy_obj = self.store.policies.get(policy_name)
             if policy_obj is not None:
                 await self._in_thread(
                     self.write_policy_status,
                     policy_obj,
-                    self._fleet(policy_view(policy_obj), decided),
+                    self._fleet(self.store.policy(policy_name), decided),
                     now,
                 )
+
+    def _known(self, name: str) -> GPUNodeStatus:
+        """The stored status, with what the shell learnt since (a remediator that
+        failed to start) folded in, so the decision sees it."""
+        status = self.store.status(name)
+        remediation = status.remediation
+        if remediation is not None and remediation.reference in self.remediation_errors:
+            error = self.remediation_errors.pop(remediation.reference)
+            status = status.model_copy(
+                update={"remediation": remediation.model_copy(update={"error": error})}
+            )
+        return status
+
+    def _launch(self, plan: Plan) -> None:
+        """Execute ``plan`` without holding up the next round; until it is done the
+        node is not decided again and its intended status counts in the fleet."""
+        assert self.loop is not None
+        self.in_flight.add(plan.node)
+        self.intended[plan.node] = plan.decision.status
+
+        def done(_: object) -> None:
+            self.in_flight.discard(plan.node)
+            self.intended.pop(plan.node, None)
+            self.wakeup.set()
+
+        self.loop.run_in_executor(self.pool, self.execute, plan).add_done_callback(done)
 
     @staticmethod
     def _updated(
@@ -319,7 +385,9 @@ class Reconciler:
             case a.StartProbe():
                 self._start_probe(plan, action)
             case a.Remediate():
-                return self._remediate(plan, action, status)
+                # Slow peers (BMCs, webhooks) must not hold up the next node's cordon:
+                # the intent is already written, the call runs on its own pool.
+                self.remediation_pool.submit(self._remediate, plan, action, status)
         return status
 
     def _evict(self, plan: Plan, action: a.Evict, status: GPUNodeStatus) -> GPUNodeStatus:
@@ -340,6 +408,8 @@ class Reconciler:
             self._event(plan.node, "EvictionBlocked", f"{pod}: {why}", warning=True)
         for pod, why in sorted(result.failed.items()):
             self._event(plan.node, "EvictionFailed", f"{pod}: {why}", warning=True)
+        if result.blocked or result.skipped:
+            self.retry_later(plan.node, self.backoff.earliest(self.clock()))
         drain = status.drain
         if drain is None:
             return status
@@ -380,18 +450,19 @@ class Reconciler:
                 f"{action.message} (Job {self.settings.namespace}/{action.name})",
             )
 
-    def _remediate(self, plan: Plan, action: a.Remediate, status: GPUNodeStatus) -> GPUNodeStatus:
+    def _remediate(self, plan: Plan, action: a.Remediate, status: GPUNodeStatus) -> None:
+        """Start one rung (on the remediation pool). A rung that cannot start is
+        remembered by key and folded into the next decision, which escalates."""
         remediation = status.remediation
         if remediation is None:  # the decision always records its remediation
-            return status
+            return
         ladder = plan.policy.spec.remediation.ladders.for_class(remediation.fault_class)
         timeout = parse_duration(
             ladder[action.step].timeout if action.step < len(ladder) else "15m"
         )
-        node = self.store.nodes.get(plan.node, {})
         request = RemediationRequest(
             node=plan.node,
-            node_object=node,
+            node_object=self.store.nodes.get(plan.node, {}),
             action=action.action.value,
             key=action.key,
             attempt=action.attempt,
@@ -404,31 +475,33 @@ class Reconciler:
         )
         try:
             description = self.remediators[action.action].start(request)
+            self._event(plan.node, action.reason, description)
+            nodes.annotate(
+                self.api,
+                plan.node,
+                {
+                    LAST_REMEDIATION: json.dumps(
+                        {
+                            "action": action.action.value,
+                            "key": action.key,
+                            "at": self.clock().isoformat(),
+                        }
+                    )
+                },
+            )
         except RemediationError as error:
             self._event(plan.node, "RemediationFailed", f"{action.action}: {error}", warning=True)
-            return status.model_copy(
-                update={"remediation": remediation.model_copy(update={"error": str(error)[:1024]})}
-            )
-        self._event(plan.node, action.reason, description)
-        nodes.annotate(
-            self.api,
-            plan.node,
-            {
-                LAST_REMEDIATION: json.dumps(
-                    {
-                        "action": action.action.value,
-                        "key": action.key,
-                        "at": self.clock().isoformat(),
-                    }
-                )
-            },
-        )
-        return status
+            self.remediation_errors[action.key] = str(error)[:1024]
+            self.mark([plan.node])
+        except Exception as error:
+            logger.exception("remediation %s on %s failed", action.key, plan.node)
+            self.remediation_errors[action.key] = f"{type(error).__name__}: {error}"[:1024]
+            self.mark([plan.node])
 
     def _write_status(self, node: str, status: GPUNodeStatus) -> None:
         owned = gpunodes.AGENT_FIELDS | gpunodes.PROBE_FIELDS
         fields = gpunodes.status_fields(status, exclude=owned)
-        current = gpunode_status(self.store.gpunodes.get(node))
+        current = self.store.status(node)
         if gpunodes.status_fields(current, exclude=owned) == fields:
             return
         written = gpunodes.apply_status(

@@ -99,6 +99,9 @@ class SimAgents:
         self.heartbeat = heartbeat
         self.nodes: dict[str, SimNode] = {}
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sim-agent")
+        # Faults and repairs are swept on their own threads, never queued behind the
+        # periodic sweep of the whole fleet (a real agent has no such queue).
+        self.urgent = ThreadPoolExecutor(max_workers=8, thread_name_prefix="sim-urgent")
         self.stop = threading.Event()
         self.lock = threading.Lock()
 
@@ -132,7 +135,7 @@ class SimAgents:
                 sim.checker.memory.clear_latched()
             urgent = True
         if urgent:
-            self.pool.submit(self._tick, sim)
+            self.urgent.submit(self._tick, sim)
 
     def _repair(self, sim: SimNode, annotations: dict[str, str]) -> bool:
         action = json.loads(annotations[LAST_REMEDIATION]).get("action", "")
@@ -164,7 +167,7 @@ class SimAgents:
         if sim is None or suite is None or job in sim.probed:
             return
         sim.probed.add(job)
-        self.pool.submit(self._probe, sim, suite)
+        self.urgent.submit(self._probe, sim, suite)
 
     def _probe(self, sim: SimNode, suite: str) -> None:
         try:

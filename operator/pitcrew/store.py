@@ -13,6 +13,10 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from pitcrew.api.gpunode import GPUNodeStatus
+from pitcrew.kube.convert import gpunode_status, policy_view
+from pitcrew.views import PolicyView
+
 Object = dict[str, Any]
 
 
@@ -30,6 +34,28 @@ class Store:
         self.policies: dict[str, Object] = {}
         self.pods: dict[str, Object] = {}
         self.pods_by_node: dict[str, dict[str, Object]] = defaultdict(dict)
+        self._statuses: dict[str, tuple[Any, GPUNodeStatus]] = {}
+        self._policies: dict[str, tuple[Any, PolicyView]] = {}
+
+    def status(self, name: str) -> GPUNodeStatus:
+        """The parsed status of GPUNode ``name``, parsed once per resourceVersion."""
+        obj = self.gpunodes.get(name)
+        version = (obj or {}).get("metadata", {}).get("resourceVersion")
+        cached = self._statuses.get(name)
+        if cached is None or cached[0] != version:
+            cached = (version, gpunode_status(obj))
+            self._statuses[name] = cached
+        return cached[1]
+
+    def policy(self, name: str) -> PolicyView:
+        """The parsed policy ``name``, parsed once per resourceVersion."""
+        obj = self.policies[name]
+        version = obj.get("metadata", {}).get("resourceVersion")
+        cached = self._policies.get(name)
+        if cached is None or cached[0] != version:
+            cached = (version, policy_view(obj))
+            self._policies[name] = cached
+        return cached[1]
 
     @staticmethod
     def _newer(current: Object | None, incoming: Object) -> bool:

@@ -29,7 +29,7 @@ class Processes:
         self.running[name] = process
         return process
 
-    def start_operator(self, identity: str) -> subprocess.Popen[bytes]:
+    def start_operator(self, identity: str, *, resync: str = "2") -> subprocess.Popen[bytes]:
         return self.start(
             identity,
             "operator",
@@ -42,7 +42,7 @@ class Processes:
             "--lease-seconds",
             "4",
             "--resync-seconds",
-            "2",
+            resync,
             "--metrics-port",
             "0",
         )

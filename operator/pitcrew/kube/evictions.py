@@ -23,8 +23,8 @@ from kubernetes import client
 from pitcrew.kube.client import OPERATOR_MANAGER
 from pitcrew.views import PodView
 
-BACKOFF_START = datetime.timedelta(seconds=2)
-BACKOFF_MAX = datetime.timedelta(seconds=60)
+BACKOFF_START = datetime.timedelta(seconds=1)
+BACKOFF_MAX = datetime.timedelta(seconds=8)
 
 
 @dataclass
@@ -52,6 +52,11 @@ class Backoff:
         delay = min(self.delay.get(key, BACKOFF_START / 2) * 2, BACKOFF_MAX)
         self.delay[key] = delay
         self.next_try[key] = now + delay
+
+    def earliest(self, now: datetime.datetime) -> float:
+        """Seconds until the first pod in backoff may be retried."""
+        waits = [(t - now).total_seconds() for t in self.next_try.values()]
+        return max(0.1, min((w for w in waits if w > 0), default=BACKOFF_START.total_seconds()))
 
     def forget(self, key: str) -> None:
         self.next_try.pop(key, None)

