@@ -327,8 +327,15 @@ def _start_validation(b: _Builder, reason: str, message: str) -> None:
     )
 
 
+def _spares_wanted(b: _Builder) -> int:
+    """Spares to hold now: the policy's count, less the nodes out for faults. A spare
+    released to replace a broken node stays in service; the repaired node (or an
+    idle one) becomes the spare again once the fleet is whole."""
+    return max(0, b.policy.spec.spares.count - b.fleet.count(*safety.UNHEALTHY_PHASES))
+
+
 def _back_in_service(b: _Builder, reason: str, message: str) -> None:
-    spare_needed = len(b.fleet.spares) < b.policy.spec.spares.count
+    spare_needed = len(b.fleet.spares) < _spares_wanted(b)
     if spare_needed:
         b.go(Phase.SPARE, reason, f"{message}; held back as a hot spare")
         b.actions.append(a.SetTaint(SPARE_TAINT, "true", "HeldAsSpare", "tainted as a hot spare"))
@@ -376,7 +383,7 @@ def _healthy(b: _Builder) -> None:
         _take_out(b, finding, admitted_already=False)
         return
     b.condition("Admitted", ConditionStatus.TRUE, "Admitted")
-    spares = b.policy.spec.spares.count
+    spares = _spares_wanted(b)
     if (
         b.status.phase is Phase.HEALTHY
         and len(b.fleet.spares) < spares
@@ -393,7 +400,7 @@ def _spare(b: _Builder) -> None:
         return
     if not b.node.has_taint(SPARE_TAINT):
         b.go(Phase.HEALTHY, "SpareReleased", "spare taint removed: node takes work")
-    elif len(b.fleet.spares) > b.policy.spec.spares.count:
+    elif len(b.fleet.spares) > _spares_wanted(b):
         b.go(Phase.HEALTHY, "SpareSurplus", "more spares than the policy asks for")
         b.actions.append(a.RemoveTaint(SPARE_TAINT, "SpareSurplus", "spare taint removed"))
 
