@@ -368,6 +368,9 @@ def _validating(b: _Builder) -> None:
         b.ensure_cordon(VALIDATING_TAINT, status.reason or "Validating", "Validating")
         return
     finding = worst_finding(status, probe=True)
+    if finding is None and b.node.validation_requested:
+        b.go(Phase.VALIDATING, "ValidationRunHold", "passed; held for the run's pair tests")
+        return
     if finding is None:
         suite = status.probe.suite if status.probe else "probe"
         _back_in_service(b, "ValidationPassed", f"{suite} validation passed")
@@ -383,6 +386,9 @@ def _healthy(b: _Builder) -> None:
         _take_out(b, finding, admitted_already=False)
         return
     b.condition("Admitted", ConditionStatus.TRUE, "Admitted")
+    if b.node.validation_requested:
+        _requested_validation(b)
+        return
     spares = _spares_wanted(b)
     if (
         b.status.phase is Phase.HEALTHY
@@ -394,8 +400,23 @@ def _healthy(b: _Builder) -> None:
         b.actions.append(a.SetTaint(SPARE_TAINT, "true", "HeldAsSpare", "tainted as a hot spare"))
 
 
+def _requested_validation(b: _Builder) -> None:
+    """A ValidationRun asks for this node: stop new work, validate once idle."""
+    if b.node.workload:
+        b.ensure_cordon(VALIDATING_TAINT, "ValidationRun", "ValidationRun")
+        b.condition(
+            "ValidationPending",
+            ConditionStatus.TRUE,
+            "WaitingForIdle",
+            f"{len(b.node.workload)} pods still running",
+        )
+        return
+    b.condition("ValidationPending", ConditionStatus.FALSE, "Started")
+    _start_validation(b, "ValidationRun", "requested by a ValidationRun")
+
+
 def _spare(b: _Builder) -> None:
-    if worst_finding(b.status) is not None:
+    if worst_finding(b.status) is not None or b.node.validation_requested:
         _healthy(b)
         return
     if not b.node.has_taint(SPARE_TAINT):

@@ -25,6 +25,7 @@ QUARANTINE_TAINT = f"{PREFIX}/quarantined"
 SPARE_TAINT = f"{PREFIX}/spare"
 VALIDATING_TAINT = f"{PREFIX}/validating"
 RETIRED_TAINT = f"{PREFIX}/retired"
+VALIDATION_REQUEST = f"{PREFIX}/validation-run"
 PITCREW_TAINTS = (QUARANTINE_TAINT, SPARE_TAINT, VALIDATING_TAINT, RETIRED_TAINT)
 
 
@@ -80,6 +81,11 @@ class NodeView:
     @property
     def opted_out(self) -> bool:
         return self.labels.get(MANAGED_LABEL) == "false"
+
+    @property
+    def validation_requested(self) -> bool:
+        """A ValidationRun holds this node for validation."""
+        return bool(self.annotations.get(VALIDATION_REQUEST))
 
     @property
     def cordoned_by_pitcrew(self) -> bool:

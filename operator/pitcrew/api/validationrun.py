@@ -78,7 +78,27 @@ class ValidationRunSpec(ApiModel):
 class NodeResult(ApiModel):
     node: str = Field(max_length=253)
     result: NodeResultStatus = NodeResultStatus.PENDING
-    partner: str = Field(default="", max_length=253)
+    started_at: datetime.datetime | None = None
+    partner: str = Field(
+        default="",
+        max_length=253,
+        description="The partner of the pair test that decided the result.",
+    )
+    busbw_gbps: float | None = Field(
+        default=None, description="Single-node all-reduce bus bandwidth."
+    )
+    message: str = Field(default="", max_length=1024)
+
+
+class PairResult(ApiModel):
+    """One multi-node all-reduce between two nodes; written by the pair probe."""
+
+    name: str = Field(max_length=512, description="`<node-a>--<node-b>`.")
+    nodes: list[str] = Field(min_length=2, max_length=2)
+    attempt: int = Field(
+        default=1, ge=1, le=2, description="2 when re-paired with a known-good partner."
+    )
+    result: NodeResultStatus = NodeResultStatus.PENDING
     busbw_gbps: float | None = None
     message: str = Field(default="", max_length=1024)
 
@@ -95,6 +115,11 @@ class ValidationRunStatus(ApiModel):
     started_at: datetime.datetime | None = None
     completed_at: datetime.datetime | None = None
     nodes: list[NodeResult] = Field(default_factory=list, max_length=5000)
+    pairs: list[PairResult] = Field(
+        default_factory=list,
+        max_length=5000,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
     busbw: BusBandwidth | None = None
     failed_nodes: list[str] = Field(default_factory=list, max_length=5000)
     conditions: list[Condition] = conditions_field()
