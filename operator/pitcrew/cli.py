@@ -122,6 +122,12 @@ def _sim_agents(args: argparse.Namespace) -> int:
     return 0
 
 
+def _probe_pair(args: argparse.Namespace) -> int:
+    from pitcrew import probe  # noqa: PLC0415
+
+    return probe.run_pair(run=args.run, pair=args.pair, rank=args.rank, kubeconfig=args.kubeconfig)
+
+
 def _probe(args: argparse.Namespace) -> int:
     from pitcrew import probe  # noqa: PLC0415
 
@@ -190,6 +196,13 @@ def _add_runtime(commands: Commands) -> None:
     probe_cmd.add_argument("--suite", default="standard")
     probe_cmd.add_argument("--kubeconfig", default=None)
     probe_cmd.set_defaults(handler=_probe)
+
+    pair_cmd = commands.add_parser("probe-pair", help="one node's side of a pair all-reduce")
+    pair_cmd.add_argument("--run", required=True)
+    pair_cmd.add_argument("--pair", required=True)
+    pair_cmd.add_argument("--rank", type=int, required=True)
+    pair_cmd.add_argument("--kubeconfig", default=None)
+    pair_cmd.set_defaults(handler=_probe_pair)
 
 
 def build_parser() -> argparse.ArgumentParser:

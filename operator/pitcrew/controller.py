@@ -37,6 +37,7 @@ def register(registry: kopf.OperatorRegistry, reconciler: Reconciler) -> None:
     watch("", "v1", "pods", "pod")
     watch(GROUP, VERSION, "gpunodes", "gpunode")
     watch(GROUP, VERSION, "gpuhealthpolicies", "policy")
+    watch(GROUP, VERSION, "validationruns", "run")
 
     @kopf.on.startup(registry=registry)
     async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:

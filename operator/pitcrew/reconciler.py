@@ -52,6 +52,7 @@ from pitcrew.remediators.clusterapi import ClusterApi
 from pitcrew.remediators.redfish import RedfishReboot
 from pitcrew.remediators.reset_gpu import ResetGpu
 from pitcrew.remediators.webhook import Webhook
+from pitcrew.runs import Runs
 from pitcrew.safety import UNHEALTHY_PHASES, unhealthy_limit
 from pitcrew.settings import OperatorSettings
 from pitcrew.store import Store
@@ -84,6 +85,7 @@ class Reconciler:
         self.clock = clock
         self.store = Store()
         self.recorder = Recorder(api)
+        self.runs = Runs(api, self.store, settings, self.recorder)
         self.backoff = evictions.Backoff()
         self.pool = ThreadPoolExecutor(
             max_workers=settings.workers, thread_name_prefix="pitcrew-exec"
@@ -118,6 +120,10 @@ class Reconciler:
     def observe(self, kind: str, obj: dict[str, Any], *, deleted: bool = False) -> None:
         """Record a watch event and mark the nodes it concerns."""
         self.last_event_at = self.clock()
+        if kind == "run":
+            self.store.put(kind, obj, deleted=deleted)
+            self.wakeup.set()
+            return
         if kind == "policy":
             before = self.store.policies.get(obj.get("metadata", {}).get("name", ""))
             self.store.put(kind, obj, deleted=deleted)
@@ -173,6 +179,8 @@ class Reconciler:
             batch.update(chunk)
             if self.resync:
                 self.wakeup.set()
+            if self.runs.active() and not self.settings.dry_run:
+                await self._in_thread(self.runs.step, self.clock())
             if batch:
                 started = self.clock()
                 try:

@@ -42,7 +42,8 @@ from pitcrew.agent import AgentCore
 from pitcrew.api.gpunode import ChecksStatus
 from pitcrew.kube import gpunodes
 from pitcrew.kube.client import PROBE_MANAGER, retrying, to_dict
-from pitcrew.kube.jobs import NODE_LABEL
+from pitcrew.kube.jobs import NODE_LABEL, PAIR_ANNOTATION, PAIR_LABEL, RANK_LABEL, RUN_LABEL
+from pitcrew.probe import PAIR_NICS, pair_result, write_pair_result
 from pitcrew.views import PROBE_LABEL
 
 logger = logging.getLogger(__name__)
@@ -103,6 +104,7 @@ class SimAgents:
         # periodic sweep of the whole fleet (a real agent has no such queue).
         self.urgent = ThreadPoolExecutor(max_workers=8, thread_name_prefix="sim-urgent")
         self.stop = threading.Event()
+        self.pairs_answered: set[str] = set()
         self.lock = threading.Lock()
 
     # -- reacting to Nodes ----------------------------------------------------------------
@@ -161,6 +163,9 @@ class SimAgents:
 
     def on_probe_pod(self, pod: dict[str, Any]) -> None:
         labels = pod["metadata"].get("labels") or {}
+        if RANK_LABEL in labels:
+            self._on_pair_pod(pod, labels)
+            return
         node, suite = labels.get(NODE_LABEL), labels.get(SUITE_LABEL)
         sim = self.nodes.get(node or "")
         job = labels.get("job-name") or pod["metadata"]["name"]
@@ -168,6 +173,35 @@ class SimAgents:
             return
         sim.probed.add(job)
         self.urgent.submit(self._probe, sim, suite)
+
+    def _on_pair_pod(self, pod: dict[str, Any], labels: dict[str, str]) -> None:
+        """Answer a pair test as its rank-0 pod would, from both nodes' simulated NICs."""
+        pair = (pod["metadata"].get("annotations") or {}).get(PAIR_ANNOTATION, "")
+        key = f"{labels.get(PAIR_LABEL)}"
+        if labels.get(RANK_LABEL) != "0" or key in self.pairs_answered:
+            return
+        members = [self.nodes.get(n) for n in pair.split("--")]
+        if len(members) != 2 or None in members:
+            return
+        self.pairs_answered.add(key)
+        sims = [m for m in members if m is not None]
+        busbw = min(SimProbes(s.backend).internode_busbw_gbps(PAIR_NICS) for s in sims)
+        floor = sims[0].backend.model.nccl_inter_floor_gbps_per_nic * PAIR_NICS
+        self.urgent.submit(
+            self._write_pair,
+            labels.get(RUN_LABEL, ""),
+            pair_result(name=pair, busbw_gbps=busbw, floor_gbps=floor),
+        )
+
+    def _write_pair(self, run: str, entry: dict[str, Any]) -> None:
+        try:
+            write_pair_result(self.api, run=run, entry=entry)
+        except Exception:
+            logger.exception(
+                "simulated pair test %s of run %s: writing the result failed",
+                entry.get("name"),
+                run,
+            )
 
     def _probe(self, sim: SimNode, suite: str) -> None:
         try:

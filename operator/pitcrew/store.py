@@ -32,6 +32,7 @@ class Store:
         self.nodes: dict[str, Object] = {}
         self.gpunodes: dict[str, Object] = {}
         self.policies: dict[str, Object] = {}
+        self.runs: dict[str, Object] = {}
         self.pods: dict[str, Object] = {}
         self.pods_by_node: dict[str, dict[str, Object]] = defaultdict(dict)
         self._statuses: dict[str, tuple[Any, GPUNodeStatus]] = {}
@@ -85,7 +86,12 @@ class Store:
             if node:
                 self.pods_by_node[node][key] = obj
             return node or None
-        table = {"node": self.nodes, "gpunode": self.gpunodes, "policy": self.policies}[kind]
+        table = {
+            "node": self.nodes,
+            "gpunode": self.gpunodes,
+            "policy": self.policies,
+            "run": self.runs,
+        }[kind]
         if deleted:
             table.pop(name, None)
         elif self._newer(table.get(name), obj):

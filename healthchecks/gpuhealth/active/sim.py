@@ -5,7 +5,7 @@ links that are down, the way the real numbers move."""
 from __future__ import annotations
 
 from gpuhealth import faults as f
-from gpuhealth.backends.sim import SimBackend
+from gpuhealth.backends.sim import IB_PORTS, SimBackend
 
 HEADROOM = 1.15
 
@@ -51,3 +51,13 @@ class SimProbes:
             default=0,
         )
         return healthy / slow * (links - down) / links
+
+    def internode_busbw_gbps(self, nics: int) -> float:
+        """This node's share of a multi-node all-reduce: every NIC at the model's
+        per-NIC rate, scaled by the share of ports up, slowed by ``slow-nccl``."""
+        healthy = self.model.nccl_inter_floor_gbps_per_nic * nics * 1.04
+        down = {x.port for x in self.backend.faults if isinstance(x, f.IbPortDown)}
+        slow = max(
+            (x.factor for x in self.backend.faults if isinstance(x, f.SlowNccl)), default=1.0
+        )
+        return healthy * (IB_PORTS - len(down)) / IB_PORTS / slow

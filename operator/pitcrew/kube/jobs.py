@@ -15,6 +15,7 @@ privileged workload Pitcrew creates: ``nvidia-smi -r`` needs the device.
 
 from __future__ import annotations
 
+import zlib
 from typing import Any
 
 from kubernetes import client
@@ -148,3 +149,58 @@ def create(api: client.ApiClient, job: dict[str, Any]) -> bool:
             return False
         raise
     return True
+
+
+PAIR_LABEL = "pitcrew.dev/pair"
+RANK_LABEL = "pitcrew.dev/rank"
+PAIR_ANNOTATION = "pitcrew.dev/pair-name"
+RUN_LABEL = "pitcrew.dev/run"
+PAIR_PORT = 29600
+
+
+def pair_jobs(
+    *,
+    run: str,
+    pair: str,
+    attempt: int,
+    nodes: list[str],
+    master_address: str,
+    namespace: str,
+    image: str,
+    gpus: int,
+    deadline_seconds: int,
+    service_account: str = "pitcrew-probe",
+) -> list[dict[str, Any]]:
+    """Two Jobs, one per node, that run one multi-node all-reduce together.
+
+    Host networking gives the ranks the nodes' own addresses (and their
+    InfiniBand devices); rank 0 on the first node is the rendezvous."""
+    ident = f"{zlib.crc32(f'{run}/{pair}/{attempt}'.encode()):08x}"
+    result = []
+    for rank, node in enumerate(nodes):
+        container = {
+            "name": "pair",
+            "image": image,
+            "command": ["pitcrew", "probe-pair", "--run", run, "--pair", pair, "--rank", str(rank)],
+            "env": [
+                {"name": "MASTER_ADDR", "value": master_address},
+                {"name": "MASTER_PORT", "value": str(PAIR_PORT)},
+                {"name": "WORLD_SIZE", "value": str(len(nodes))},
+                {"name": "RANK", "value": str(rank)},
+            ],
+            "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
+        }
+        job = _job(
+            name=f"pitcrew-pair-{ident}-{rank}",
+            namespace=namespace,
+            node=node,
+            labels={PAIR_LABEL: ident, RANK_LABEL: str(rank), RUN_LABEL: run[:63]},
+            container=container,
+            deadline_seconds=deadline_seconds,
+            service_account=service_account,
+        )
+        template = job["spec"]["template"]
+        template["metadata"]["annotations"] = {PAIR_ANNOTATION: pair}
+        template["spec"]["hostNetwork"] = True
+        result.append(job)
+    return result

@@ -75,7 +75,7 @@ def apply_action(api: client.ApiClient, name: str, action: NodeAction) -> bool:
     raise RuntimeError(f"node {name} kept changing; gave up after {ATTEMPTS} attempts")
 
 
-def annotate(api: client.ApiClient, name: str, annotations: dict[str, str]) -> None:
+def annotate(api: client.ApiClient, name: str, annotations: dict[str, str | None]) -> None:
     retrying(client.CoreV1Api(api).patch_node)(
         name,
         {"metadata": {"annotations": annotations}},

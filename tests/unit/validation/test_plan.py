@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime
 
 from gpuhealth.report import CheckResult, CheckStatus, FaultClass
-
 from pitcrew.api.gpunode import ChecksStatus, Phase
 from pitcrew.api.validationrun import (
     NodeResultStatus,
@@ -28,23 +27,44 @@ def spec(**fields: object) -> ValidationRunSpec:
 def probe(at: datetime.datetime, *, failing: bool = False, busbw: float = 470.0) -> ChecksStatus:
     results = [CheckResult(name="nccl-allreduce", status=CheckStatus.PASS, observed=busbw)]
     if failing:
-        results.append(CheckResult(name="gemm", status=CheckStatus.FAIL, gpu=1,
-                                   fault_class=FaultClass.DEGRADED, message="slow GEMM"))
+        results.append(
+            CheckResult(
+                name="gemm",
+                status=CheckStatus.FAIL,
+                gpu=1,
+                fault_class=FaultClass.DEGRADED,
+                message="slow GEMM",
+            )
+        )
     return ChecksStatus(report_time=at, backend="sim", suite="standard", results=results)
 
 
-def candidates(count: int, *, probe_at: datetime.datetime | None = None,
-               failing: frozenset[str] = frozenset(), groups: int = 1) -> list[Candidate]:
+def candidates(
+    count: int,
+    *,
+    probe_at: datetime.datetime | None = None,
+    failing: frozenset[str] = frozenset(),
+    groups: int = 1,
+) -> list[Candidate]:
     names = [f"n{i}" for i in range(count)]
-    return [Candidate(name=n, phase=Phase.VALIDATING if probe_at else Phase.HEALTHY,
-                      group=f"rack-{i % groups}",
-                      probe=probe(probe_at, failing=n in failing) if probe_at else None)
-            for i, n in enumerate(names)]
+    return [
+        Candidate(
+            name=n,
+            phase=Phase.VALIDATING if probe_at else Phase.HEALTHY,
+            group=f"rack-{i % groups}",
+            probe=probe(probe_at, failing=n in failing) if probe_at else None,
+        )
+        for i, n in enumerate(names)
+    ]
 
 
 def test_rolling_start_respects_max_concurrent_nodes() -> None:
-    first = plan(spec=spec(maxConcurrentNodes=2), status=ValidationRunStatus(),
-                 candidates=candidates(5), now=T0)
+    first = plan(
+        spec=spec(maxConcurrentNodes=2),
+        status=ValidationRunStatus(),
+        candidates=candidates(5),
+        now=T0,
+    )
     assert first.status.phase is RunPhase.RUNNING
     assert first.requested == {"n0", "n1"}
 
@@ -53,14 +73,20 @@ def test_single_node_results_then_pairs_then_success() -> None:
     run = spec(maxConcurrentNodes=4)
     started = plan(spec=run, status=ValidationRunStatus(), candidates=candidates(4), now=T0)
     later = T0 + datetime.timedelta(minutes=1)
-    paired = plan(spec=run, status=started.status, candidates=candidates(4, probe_at=later),
-                  now=later)
+    paired = plan(
+        spec=run, status=started.status, candidates=candidates(4, probe_at=later), now=later
+    )
     assert [p.nodes for p in paired.start_pairs] == [["n0", "n1"], ["n2", "n3"]]
     assert paired.requested == {"n0", "n1", "n2", "n3"}  # held for the pair tests
-    results = [p.model_copy(update={"result": PASS, "busbw_gbps": 380.0})
-               for p in paired.status.pairs]
-    done = plan(spec=run, status=paired.status.model_copy(update={"pairs": results}),
-                candidates=candidates(4, probe_at=later), now=later)
+    results = [
+        p.model_copy(update={"result": PASS, "busbw_gbps": 380.0}) for p in paired.status.pairs
+    ]
+    done = plan(
+        spec=run,
+        status=paired.status.model_copy(update={"pairs": results}),
+        candidates=candidates(4, probe_at=later),
+        now=later,
+    )
     assert done.status.phase is RunPhase.SUCCEEDED
     assert done.requested == frozenset()
     assert done.status.busbw is not None
@@ -71,19 +97,35 @@ def test_failed_pair_is_repaired_with_a_known_good_partner_before_blame() -> Non
     run = spec(maxConcurrentNodes=4)
     later = T0 + datetime.timedelta(minutes=1)
     started = plan(spec=run, status=ValidationRunStatus(), candidates=candidates(4), now=T0)
-    paired = plan(spec=run, status=started.status, candidates=candidates(4, probe_at=later),
-                  now=later)
-    first = [p.model_copy(update={"result": FAIL if "n0" in p.nodes else PASS})
-             for p in paired.status.pairs]
-    retest = plan(spec=run, status=paired.status.model_copy(update={"pairs": first}),
-                  candidates=candidates(4, probe_at=later), now=later)
+    paired = plan(
+        spec=run, status=started.status, candidates=candidates(4, probe_at=later), now=later
+    )
+    first = [
+        p.model_copy(update={"result": FAIL if "n0" in p.nodes else PASS})
+        for p in paired.status.pairs
+    ]
+    retest = plan(
+        spec=run,
+        status=paired.status.model_copy(update={"pairs": first}),
+        candidates=candidates(4, probe_at=later),
+        now=later,
+    )
     assert sorted(p.nodes[0] for p in retest.start_pairs) == ["n0", "n1"]
     assert all(p.nodes[1] in ("n2", "n3") and p.attempt == 2 for p in retest.start_pairs)
-    verdicts = [p if p.attempt == 1 else p.model_copy(
-        update={"result": FAIL if p.nodes[0] == "n0" else PASS, "message": "43 GB/s"})
-        for p in retest.status.pairs]
-    done = plan(spec=run, status=retest.status.model_copy(update={"pairs": verdicts}),
-                candidates=candidates(4, probe_at=later), now=later)
+    verdicts = [
+        p
+        if p.attempt == 1
+        else p.model_copy(
+            update={"result": FAIL if p.nodes[0] == "n0" else PASS, "message": "43 GB/s"}
+        )
+        for p in retest.status.pairs
+    ]
+    done = plan(
+        spec=run,
+        status=retest.status.model_copy(update={"pairs": verdicts}),
+        candidates=candidates(4, probe_at=later),
+        now=later,
+    )
     assert done.status.phase is RunPhase.FAILED
     assert done.status.failed_nodes == ["n0"]
     assert set(done.blame) == {"n0"}
@@ -107,10 +149,15 @@ def test_node_failing_its_probe_fails_the_run_without_pairing() -> None:
 def test_ring_pairs_neighbours_and_across_scope_mixes_groups() -> None:
     run = spec(ncclPairing="ring", pairingScope="across", maxConcurrentNodes=4)
     later = T0 + datetime.timedelta(minutes=1)
-    started = plan(spec=run, status=ValidationRunStatus(), candidates=candidates(4, groups=2),
-                   now=T0)
-    paired = plan(spec=run, status=started.status,
-                  candidates=candidates(4, probe_at=later, groups=2), now=later)
+    started = plan(
+        spec=run, status=ValidationRunStatus(), candidates=candidates(4, groups=2), now=T0
+    )
+    paired = plan(
+        spec=run,
+        status=started.status,
+        candidates=candidates(4, probe_at=later, groups=2),
+        now=later,
+    )
     assert len(paired.start_pairs) == 4
     for pair in paired.start_pairs:
         a, b = (int(n[1:]) for n in pair.nodes)
@@ -120,14 +167,19 @@ def test_ring_pairs_neighbours_and_across_scope_mixes_groups() -> None:
 def test_run_times_out_with_unfinished_nodes_in_error() -> None:
     run = spec(timeout="10m", maxConcurrentNodes=1)
     started = plan(spec=run, status=ValidationRunStatus(), candidates=candidates(2), now=T0)
-    late = plan(spec=run, status=started.status, candidates=candidates(2),
-                now=T0 + datetime.timedelta(minutes=11))
+    late = plan(
+        spec=run,
+        status=started.status,
+        candidates=candidates(2),
+        now=T0 + datetime.timedelta(minutes=11),
+    )
     assert late.status.phase is RunPhase.FAILED
     assert {n.result for n in late.status.nodes} == {NodeResultStatus.ERROR}
     assert late.requested == frozenset()
 
 
 def test_pair_result_model_accepts_what_the_probe_writes() -> None:
-    pair = PairResult.model_validate({"name": "a--b", "nodes": ["a", "b"], "result": "pass",
-                                      "busbwGbps": 391.2})
+    pair = PairResult.model_validate(
+        {"name": "a--b", "nodes": ["a", "b"], "result": "pass", "busbwGbps": 391.2}
+    )
     assert pair.busbw_gbps == 391.2
