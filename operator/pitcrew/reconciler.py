@@ -94,6 +94,7 @@ class Reconciler:
         self.resync: set[str] = set()
         self.intended: dict[str, GPUNodeStatus] = {}
         self.remediation_errors: dict[str, str] = {}
+        self.status_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pitcrew-policy")
         self.remediation_pool = ThreadPoolExecutor(
             max_workers=8, thread_name_prefix="pitcrew-remediate"
         )
@@ -281,12 +282,21 @@ class Reconciler:
         for policy_name in fleets:
             policy_obj = self.store.policies.get(policy_name)
             if policy_obj is not None:
-                await self._in_thread(
-                    self.write_policy_status,
+                # Its own single thread: never queued behind node plans, in order.
+                self.status_pool.submit(
+                    self._write_policy_status_logged,
                     policy_obj,
                     self._fleet(self.store.policy(policy_name), decided),
                     now,
                 )
+
+    def _write_policy_status_logged(
+        self, policy: dict[str, Any], fleet: FleetView, now: datetime.datetime
+    ) -> None:
+        try:
+            self.write_policy_status(policy, fleet, now)
+        except Exception:
+            logger.exception("writing the status of policy %s failed", policy["metadata"]["name"])
 
     def _known(self, name: str) -> GPUNodeStatus:
         """The stored status, with what the shell learnt since (a remediator that

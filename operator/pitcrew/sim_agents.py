@@ -30,7 +30,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from kubernetes import client, watch
+from kubernetes import client
 
 from gpuhealth.active.sim import SimProbes
 from gpuhealth.backends.sim import SimBackend
@@ -41,7 +41,7 @@ from gpuhealth.runner import Checker
 from pitcrew.agent import AgentCore
 from pitcrew.api.gpunode import ChecksStatus
 from pitcrew.kube import gpunodes
-from pitcrew.kube.client import PROBE_MANAGER, retrying, to_dict
+from pitcrew.kube.client import PROBE_MANAGER, retrying
 from pitcrew.kube.jobs import NODE_LABEL, PAIR_ANNOTATION, PAIR_LABEL, RANK_LABEL, RUN_LABEL
 from pitcrew.probe import PAIR_NICS, pair_result, write_pair_result
 from pitcrew.views import PROBE_LABEL
@@ -223,21 +223,27 @@ class SimAgents:
     # -- loops ----------------------------------------------------------------------------
 
     def _watch(self, list_fn: Any, handler: Any, **kwargs: Any) -> None:
+        """List then watch, on raw JSON: building client models for thousands of
+        Node events a minute would cost more CPU than the simulated agents."""
         while not self.stop.is_set():
             try:
-                initial = list_fn(**kwargs)
-                for item in initial.items:
-                    handler(to_dict(self.api, item), deleted=False)
-                stream = watch.Watch().stream(
-                    list_fn,
-                    resource_version=initial.metadata.resource_version,
+                listing = json.loads(list_fn(_preload_content=False, **kwargs).data)
+                for item in listing["items"]:
+                    handler(item, deleted=False)
+                stream = list_fn(
+                    watch=True,
                     timeout_seconds=300,
+                    _preload_content=False,
+                    resource_version=listing["metadata"]["resourceVersion"],
                     **kwargs,
                 )
-                for event in stream:
+                for line in stream:
                     if self.stop.is_set():
                         return
-                    handler(to_dict(self.api, event["object"]), deleted=event["type"] == "DELETED")
+                    event = json.loads(line)
+                    if event.get("type") == "ERROR":
+                        break
+                    handler(event["object"], deleted=event["type"] == "DELETED")
             except Exception as error:
                 logger.warning("watch %s interrupted (%s); restarting", list_fn.__name__, error)
                 self.stop.wait(1.0)

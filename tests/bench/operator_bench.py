@@ -49,6 +49,7 @@ from pitcrew.devcluster.nodes import SIMULATED_LABEL
 from pitcrew.kube.client import api_client
 
 NAMESPACE = "pitcrew-system"
+SETTLE_SECONDS = 60
 FATAL = json.dumps([{"type": "xid", "gpu": 0, "code": 79}])
 
 
@@ -146,6 +147,7 @@ def detection(args: argparse.Namespace, directory: Path) -> None:
         bench.policy({SIMULATED_LABEL: "true"})
         bench.start()
         bench.wait_healthy(args.nodes)
+        time.sleep(SETTLE_SECONDS)  # steady state: first sweeps and writes are over
         targets = [f"gpu-node-{i:04d}" for i in range(0, args.nodes, args.nodes // args.faults)]
         targets = targets[: args.faults]
         cordoned: dict[str, float] = {}

@@ -9,6 +9,7 @@ level-triggered code does not need heroic retries, only no crash loops.
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -63,3 +64,37 @@ def to_dict(api: client.ApiClient, obj: Any) -> dict[str, Any]:
     """A client model object as the JSON dict the apiserver sent."""
     result: dict[str, Any] = api.sanitize_for_serialization(obj)
     return result
+
+
+def request(
+    api: client.ApiClient,
+    method: str,
+    path: str,
+    *,
+    body: Any = None,
+    content_type: str = "application/json",
+    query: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A raw JSON request on the hot paths (status applies, Events).
+
+    The generated client validates every body and builds models for every
+    answer; for the agents' and operator's frequent writes that costs more CPU
+    than the request itself. Errors are raised as ``ApiException`` like the
+    generated methods do, so callers and the retry policy treat them alike."""
+    method_, url, headers, serialized, _ = api.param_serialize(
+        method,
+        path,
+        query_params=list((query or {}).items()),
+        header_params={"Content-Type": content_type, "Accept": "application/json"},
+        body=body,
+        auth_settings=["BearerToken"],
+    )
+    response = api.call_api(method_, url, header_params=headers, body=serialized)
+    response.read()
+    data = response.data or b"{}"
+    if not 200 <= response.status < 300:
+        raise client.ApiException(
+            status=response.status, reason=response.reason, body=data.decode(errors="replace")
+        )
+    decoded: dict[str, Any] = json.loads(data)
+    return decoded

@@ -15,7 +15,7 @@ from kubernetes import client
 
 from pitcrew.api.gpunode import GPUNode, GPUNodeStatus
 from pitcrew.api.meta import API_VERSION, GROUP, VERSION
-from pitcrew.kube.client import retrying
+from pitcrew.kube.client import request, retrying
 
 APPLY = "application/apply-patch+yaml"
 AGENT_FIELDS = {"checks", "gpus", "gpu_count", "healthy_gpus", "last_heartbeat"}
@@ -65,17 +65,14 @@ def apply_status(
         "metadata": {"name": node},
         "status": status,
     }
-    result = retrying(client.CustomObjectsApi(api).patch_cluster_custom_object_status)(
-        GROUP,
-        VERSION,
-        GPUNode.PLURAL,
-        node,
-        body,
-        field_manager=manager,
-        force=True,
-        _content_type=APPLY,
+    return retrying(request)(
+        api,
+        "PATCH",
+        f"/apis/{GROUP}/{VERSION}/{GPUNode.PLURAL}/{node}/status",
+        body=body,
+        content_type=APPLY,
+        query={"fieldManager": manager, "force": "true"},
     )
-    return cast(dict[str, Any], result)
 
 
 def get(api: client.ApiClient, node: str) -> dict[str, Any] | None:

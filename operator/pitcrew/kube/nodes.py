@@ -10,12 +10,13 @@ dropping someone else's taint.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from kubernetes import client
 
 from pitcrew import node_edits
-from pitcrew.kube.client import OPERATOR_MANAGER, retrying, to_dict
+from pitcrew.kube.client import OPERATOR_MANAGER, retrying
 from pitcrew.kube.convert import node_view
 from pitcrew.node_edits import NodeAction
 
@@ -53,11 +54,18 @@ def _patch(node: dict[str, Any], edit: node_edits.NodeEdit) -> list[dict[str, An
     return ops
 
 
+def read_raw(core: client.CoreV1Api, name: str) -> dict[str, Any]:
+    """The Node as JSON, without building client models (cheaper by far)."""
+    response: Any = retrying(core.read_node)(name, _preload_content=False)
+    node: dict[str, Any] = json.loads(response.data)
+    return node
+
+
 def apply_action(api: client.ApiClient, name: str, action: NodeAction) -> bool:
     """Carry out a node action; False when there was nothing to change."""
     core = client.CoreV1Api(api)
     for _ in range(ATTEMPTS):
-        node = to_dict(api, retrying(core.read_node)(name))
+        node = read_raw(core, name)
         edit = node_edits.plan(node_view(node), action)
         if edit is None:
             return False
