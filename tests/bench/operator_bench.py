@@ -323,16 +323,14 @@ def drain(args: argparse.Namespace, directory: Path) -> None:
 
 
 def apiserver_writes(api: client.ApiClient) -> float:
-    raw = api.call_api(
-        "/metrics",
-        "GET",
-        response_type="str",
-        _return_http_data_only=True,
-        _preload_content=True,
-        auth_settings=["BearerToken"],
+    """GPUNode status applies counted by the apiserver (its own /metrics)."""
+    method, url, headers, _, _ = api.param_serialize(
+        "GET", "/metrics", auth_settings=["BearerToken"]
     )
+    response = api.call_api(method, url, header_params=headers)
+    response.read()
     total = 0.0
-    for line in str(raw).splitlines():
+    for line in response.data.decode().splitlines():
         if (
             line.startswith("apiserver_request_total{")
             and 'resource="gpunodes"' in line
