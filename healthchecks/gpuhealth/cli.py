@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from gpuhealth import xid
 from gpuhealth.active.probes import SUITES, Probes, run_measurement
 from gpuhealth.active.sim import SimProbes
 from gpuhealth.backends.base import Backend, BackendUnavailableError
@@ -157,8 +158,6 @@ def _parse(args: argparse.Namespace) -> int:
         }
         failed = any(r.status is CheckStatus.FAIL for r in results)
     else:
-        from gpuhealth import xid  # noqa: PLC0415
-
         events = kmsg.parse_text(text, source=source)
         payload = {
             "xids": [

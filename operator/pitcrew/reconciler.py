@@ -27,6 +27,7 @@ GPUNode and policy status, which is where an SRE reads what Pitcrew would do.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import json
 import logging
@@ -101,7 +102,6 @@ class Reconciler:
         self.in_flight: set[str] = set()
         self.wakeup = asyncio.Event()
         self.dry_run_recorded: set[tuple[str, str, str]] = set()
-        self.last_event_at: datetime.datetime = clock()
         self.last_round_at: datetime.datetime = clock()
         self.last_resync_at: datetime.datetime = clock()
         self.warned_no_policy = False
@@ -120,7 +120,6 @@ class Reconciler:
 
     def observe(self, kind: str, obj: dict[str, Any], *, deleted: bool = False) -> None:
         """Record a watch event and mark the nodes it concerns."""
-        self.last_event_at = self.clock()
         if kind == "run":
             self.store.put(kind, obj, deleted=deleted)
             self.wakeup.set()
@@ -159,10 +158,8 @@ class Reconciler:
     async def run(self) -> None:
         self.loop = asyncio.get_running_loop()
         while True:
-            try:
+            with contextlib.suppress(TimeoutError):  # a quiet period ends in the resync below
                 await asyncio.wait_for(self.wakeup.wait(), timeout=self.settings.resync_seconds)
-            except TimeoutError:
-                self.resync.update(self.store.nodes)
             if self.clock() - self.last_resync_at > datetime.timedelta(
                 seconds=self.settings.resync_seconds
             ):

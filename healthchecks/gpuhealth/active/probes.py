@@ -101,6 +101,14 @@ def run_measurement(
     )
 
 
+# probe name -> (Probes method, unit, action when below the floor)
+PER_GPU: dict[str, tuple[str, str, RecommendedAction]] = {
+    "gemm": ("gemm_tflops", "TFLOPS", RecommendedAction.RESET_GPU),
+    "hbm": ("hbm_gbps", "GB/s", RecommendedAction.RESET_GPU),
+    "pcie-bandwidth": ("h2d_gbps", "GB/s", RecommendedAction.REBOOT),
+}
+
+
 def run_probes(
     probes: Probes,
     *,
@@ -117,41 +125,19 @@ def run_probes(
         "pcie-bandwidth": model.pcie_floor_gbps,
         "nccl-allreduce": model.nccl_intra_floor_gbps,
     } | (floors or {})
-    results = []
-    for gpu in gpus:
-        if "gemm" in wanted:
-            results.append(
-                run_measurement(
-                    "gemm",
-                    functools.partial(probes.gemm_tflops, gpu),
-                    floor=floor["gemm"],
-                    unit="TFLOPS",
-                    gpu=gpu,
-                    action=RecommendedAction.RESET_GPU,
-                )
-            )
-        if "hbm" in wanted:
-            results.append(
-                run_measurement(
-                    "hbm",
-                    functools.partial(probes.hbm_gbps, gpu),
-                    floor=floor["hbm"],
-                    unit="GB/s",
-                    gpu=gpu,
-                    action=RecommendedAction.RESET_GPU,
-                )
-            )
-        if "pcie-bandwidth" in wanted:
-            results.append(
-                run_measurement(
-                    "pcie-bandwidth",
-                    functools.partial(probes.h2d_gbps, gpu),
-                    floor=floor["pcie-bandwidth"],
-                    unit="GB/s",
-                    gpu=gpu,
-                    action=RecommendedAction.REBOOT,
-                )
-            )
+    results = [
+        run_measurement(
+            name,
+            functools.partial(getattr(probes, method), gpu),
+            floor=floor[name],
+            unit=unit,
+            gpu=gpu,
+            action=action,
+        )
+        for gpu in gpus
+        for name, (method, unit, action) in PER_GPU.items()
+        if name in wanted
+    ]
     if "nccl-allreduce" in wanted:
         results.append(
             run_measurement(

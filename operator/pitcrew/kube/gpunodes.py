@@ -9,7 +9,7 @@ conflicts between the agent's 30-second writes and the operator's decisions.
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 from kubernetes import client
 
@@ -73,15 +73,3 @@ def apply_status(
         content_type=APPLY,
         query={"fieldManager": manager, "force": "true"},
     )
-
-
-def get(api: client.ApiClient, node: str) -> dict[str, Any] | None:
-    try:
-        found = client.CustomObjectsApi(api).get_cluster_custom_object(
-            GROUP, VERSION, GPUNode.PLURAL, node
-        )
-    except client.ApiException as error:
-        if error.status == 404:
-            return None
-        raise
-    return cast(dict[str, Any], found)
