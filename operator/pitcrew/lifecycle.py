@@ -334,19 +334,27 @@ def _spares_wanted(b: _Builder) -> int:
     return max(0, b.policy.spec.spares.count - b.fleet.count(*safety.UNHEALTHY_PHASES))
 
 
+def _lift_cordon(b: _Builder, reason: str, message: str) -> None:
+    """Undo Pitcrew's cordon and out-of-service taints (never someone else's cordon)."""
+    if b.node.cordoned_by_pitcrew or any(
+        b.node.has_taint(t) for t in (QUARANTINE_TAINT, VALIDATING_TAINT, RETIRED_TAINT)
+    ):
+        b.actions.append(a.Uncordon(reason, message))
+
+
 def _back_in_service(b: _Builder, reason: str, message: str) -> None:
     spare_needed = len(b.fleet.spares) < _spares_wanted(b)
     if spare_needed:
         b.go(Phase.SPARE, reason, f"{message}; held back as a hot spare")
+        # Uncordon drops every Pitcrew taint, so the spare taint goes on after it.
+        _lift_cordon(b, reason, "validated: cordon lifted, spare taint kept")
         b.actions.append(a.SetTaint(SPARE_TAINT, "true", "HeldAsSpare", "tainted as a hot spare"))
-        if b.node.cordoned_by_pitcrew:
-            b.actions.append(a.Uncordon(reason, "validated: cordon lifted, spare taint kept"))
         return
     b.go(Phase.HEALTHY, reason, message)
-    if b.node.cordoned_by_pitcrew or any(
-        b.node.has_taint(t) for t in (QUARANTINE_TAINT, VALIDATING_TAINT, SPARE_TAINT)
-    ):
+    if b.node.has_taint(SPARE_TAINT):
         b.actions.append(a.Uncordon(reason, f"back in service: {message}"))
+    else:
+        _lift_cordon(b, reason, f"back in service: {message}")
 
 
 def _validating(b: _Builder) -> None:
@@ -389,6 +397,9 @@ def _healthy(b: _Builder) -> None:
     if b.node.validation_requested:
         _requested_validation(b)
         return
+    # Level-triggered: a node in service carries no Pitcrew cordon, whatever
+    # left one behind (a request withdrawn while the node was busy, a lost write).
+    _lift_cordon(b, "InService", "node is healthy: Pitcrew's cordon lifted")
     spares = _spares_wanted(b)
     if (
         b.status.phase is Phase.HEALTHY

@@ -382,11 +382,11 @@ class Reconciler:
             return status
         match action:
             case a.Cordon() | a.Uncordon() | a.SetTaint() | a.RemoveTaint():
-                if nodes.apply_action(self.api, node, action):
+                if self._edit_node(node, action):
                     self._event(node, action.reason, action.message)
             case a.ReleaseSpare():
-                if nodes.apply_action(
-                    self.api, action.node, a.RemoveTaint(SPARE_TAINT, action.reason, action.message)
+                if self._edit_node(
+                    action.node, a.RemoveTaint(SPARE_TAINT, action.reason, action.message)
                 ):
                     self._event(action.node, action.reason, action.message)
                     self._event(node, action.reason, f"released spare {action.node}")
@@ -404,6 +404,15 @@ class Reconciler:
                 # the intent is already written, the call runs on its own pool.
                 self.remediation_pool.submit(self._remediate, plan, action, status)
         return status
+
+    def _edit_node(self, node: str, action: nodes.NodeAction) -> bool:
+        """Apply a node edit and remember the result at once: the next decision for
+        this node must not see the Node as it was before its own edit."""
+        patched = nodes.apply_action(self.api, node, action)
+        if patched is None:
+            return False
+        self.store.put("node", patched)
+        return True
 
     def _evict(self, plan: Plan, action: a.Evict, status: GPUNodeStatus) -> GPUNodeStatus:
         result = evictions.evict(

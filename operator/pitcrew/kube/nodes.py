@@ -61,22 +61,24 @@ def read_raw(core: client.CoreV1Api, name: str) -> dict[str, Any]:
     return node
 
 
-def apply_action(api: client.ApiClient, name: str, action: NodeAction) -> bool:
-    """Carry out a node action; False when there was nothing to change."""
+def apply_action(api: client.ApiClient, name: str, action: NodeAction) -> dict[str, Any] | None:
+    """Carry out a node action; the patched Node, or None when there was nothing to change."""
     core = client.CoreV1Api(api)
     for _ in range(ATTEMPTS):
         node = read_raw(core, name)
         edit = node_edits.plan(node_view(node), action)
         if edit is None:
-            return False
+            return None
         try:
-            core.patch_node(
+            response: Any = core.patch_node(
                 name,
                 _patch(node, edit),
                 field_manager=OPERATOR_MANAGER,
                 _content_type="application/json-patch+json",
+                _preload_content=False,
             )
-            return True
+            patched: dict[str, Any] = json.loads(response.data)
+            return patched
         except client.ApiException as error:
             if error.status not in (409, 422):  # failed test op: the Node moved on
                 raise

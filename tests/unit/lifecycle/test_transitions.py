@@ -70,6 +70,32 @@ def test_passed_validation_returns_the_node_to_service() -> None:
     assert kinds(decision.actions) == [a.Uncordon]
 
 
+def test_validated_node_held_as_a_spare_is_uncordoned_before_it_is_tainted() -> None:
+    view = pitcrew_cordoned(node(), VALIDATING_TAINT)
+    decision = decide(
+        state=state(view, status(Phase.VALIDATING, probe=report(at=LATER, suite="standard"))),
+        policy=policy(spares={"count": 1}),
+        fleet=fleet(),
+        now=LATER,
+    )
+    assert decision.phase is Phase.SPARE
+    assert kinds(decision.actions) == [a.Uncordon, a.SetTaint]
+
+
+def test_healthy_node_left_cordoned_by_pitcrew_is_uncordoned() -> None:
+    view = pitcrew_cordoned(node(), VALIDATING_TAINT)
+    decision = decide(state=state(view, status()), policy=policy(), fleet=fleet(), now=T0)
+    assert decision.phase is Phase.HEALTHY
+    assert kinds(decision.actions) == [a.Uncordon]
+
+
+def test_healthy_node_cordoned_by_someone_else_is_left_cordoned() -> None:
+    decision = decide(
+        state=state(node(cordoned_by="kubectl"), status()), policy=policy(), fleet=fleet(), now=T0
+    )
+    assert kinds(decision.actions) == []
+
+
 def test_failed_validation_quarantines_and_drains() -> None:
     view = pitcrew_cordoned(node(), VALIDATING_TAINT)
     checks = report(finding(DEGRADED, name="gemm"), at=LATER, suite="standard")
