@@ -48,6 +48,7 @@ from pitcrew.kube.client import OPERATOR_MANAGER, retrying
 from pitcrew.kube.convert import matches, node_view, policy_view
 from pitcrew.kube.events import Recorder, Ref, gpunode_ref, node_ref
 from pitcrew.lifecycle import Decision, decide
+from pitcrew.node_edits import NodeAction
 from pitcrew.remediators import RemediationError, RemediationRequest, Remediator
 from pitcrew.remediators.clusterapi import ClusterApi
 from pitcrew.remediators.redfish import RedfishReboot
@@ -405,7 +406,7 @@ class Reconciler:
                 self.remediation_pool.submit(self._remediate, plan, action, status)
         return status
 
-    def _edit_node(self, node: str, action: nodes.NodeAction) -> bool:
+    def _edit_node(self, node: str, action: NodeAction) -> bool:
         """Apply a node edit and remember the result at once: the next decision for
         this node must not see the Node as it was before its own edit."""
         patched = nodes.apply_action(self.api, node, action)
