@@ -45,7 +45,7 @@ from pitcrew.api.meta import API_VERSION, GROUP, VERSION, parse_duration
 from pitcrew.api.policy import GPUHealthPolicy, RemediationAction
 from pitcrew.kube import evictions, gpunodes, jobs, nodes
 from pitcrew.kube.client import OPERATOR_MANAGER, retrying
-from pitcrew.kube.convert import matches, node_view, policy_view
+from pitcrew.kube.convert import node_view, policy_view
 from pitcrew.kube.events import Recorder, Ref, gpunode_ref, node_ref
 from pitcrew.lifecycle import Decision, decide
 from pitcrew.node_edits import NodeAction
@@ -57,7 +57,7 @@ from pitcrew.remediators.webhook import Webhook
 from pitcrew.runs import Runs
 from pitcrew.safety import UNHEALTHY_PHASES, unhealthy_limit
 from pitcrew.settings import OperatorSettings
-from pitcrew.store import Store
+from pitcrew.store import Store, summarize
 from pitcrew.views import SPARE_TAINT, FleetView, NodeState, PolicyView
 
 logger = logging.getLogger(__name__)
@@ -193,38 +193,30 @@ class Reconciler:
                     logger.exception("reconcile round failed; retrying on the next round")
                     self.mark(batch)
 
-    def _policy_for(self, node: dict[str, Any]) -> tuple[PolicyView | None, list[str]]:
-        labels = node.get("metadata", {}).get("labels") or {}
-        matched = [
-            p
-            for p in self.store.policies.values()
-            if matches((p.get("spec") or {}).get("nodeSelector") or {}, labels)
-        ]
+    def _policy_for(self, name: str) -> tuple[PolicyView | None, tuple[str, ...]]:
+        matched = self.store.policies_of(name)
         if len(matched) != 1:
-            return None, [p["metadata"]["name"] for p in matched]
-        name = matched[0]["metadata"]["name"]
-        return self.store.policy(name), [name]
+            return None, matched
+        return self.store.policy(matched[0]), matched
 
     def _fleet(self, policy: PolicyView, statuses: dict[str, GPUNodeStatus]) -> FleetView:
         phases: dict[Phase, int] = {}
         spares: list[tuple[datetime.datetime, str]] = []
         total = refused = 0
-        for name, node in self.store.nodes.items():
-            found, names = self._policy_for(node)
-            if found is None or names != [policy.name]:
+        member = (policy.name,)
+        for name in self.store.nodes:
+            if self.store.policies_of(name) != member:
                 continue
-            status = statuses.get(name) or self.store.status(name)
-            if status.phase is Phase.EXCLUDED:
+            intended = statuses.get(name)
+            summary = summarize(intended) if intended else self.store.summary(name)
+            if summary.phase is Phase.EXCLUDED:
                 continue
             total += 1
-            phases[status.phase] = phases.get(status.phase, 0) + 1
-            if any(
-                c.type == "Admitted" and c.reason == "CircuitBreakerOpen" for c in status.conditions
-            ):
-                refused += 1
-            if status.phase is Phase.SPARE:
+            phases[summary.phase] = phases.get(summary.phase, 0) + 1
+            refused += summary.refused
+            if summary.phase is Phase.SPARE:
                 spares.append(
-                    (status.phase_since or datetime.datetime.min.replace(tzinfo=datetime.UTC), name)
+                    (summary.since or datetime.datetime.min.replace(tzinfo=datetime.UTC), name)
                 )
         return FleetView(
             total=total, phases=phases, spares=tuple(n for _, n in sorted(spares)), refused=refused
@@ -245,7 +237,7 @@ class Reconciler:
             node = self.store.nodes.get(name)
             if node is None:
                 continue
-            policy, matched = self._policy_for(node)
+            policy, matched = self._policy_for(name)
             if policy is None:
                 if len(matched) > 1:
                     self._record_once(
@@ -271,6 +263,9 @@ class Reconciler:
                 now=now,
                 generation=int(gpunode.get("metadata", {}).get("generation", 1)),
             )
+            if not decision.actions and decision.status == state.status:
+                fleets[policy.name] = fleet
+                continue  # the common case at resync: nothing to do, no thread hop
             decided[name] = decision.status
             fleets[policy.name] = self._updated(fleet, state.status, decision, name)
             dry_run = self.settings.dry_run or policy.spec.safety.dry_run
