@@ -5,7 +5,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint unit e2e devcluster-build clean
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: demo test lint unit e2e devcluster-build prometheus clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -14,7 +16,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 demo: $(VENV)/.installed
-	$(BIN)/pitcrew devcluster up --nodes 32
+	$(BIN)/pitcrew demo
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .
@@ -22,6 +24,14 @@ lint: $(VENV)/.installed
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/pitcrew crds --check
+	$(BIN)/pitcrew dashboards --check
+
+# The tests run a real Prometheus and promtool: Debian's `prometheus` package.
+prometheus:
+	@command -v prometheus >/dev/null && command -v promtool >/dev/null || { \
+	  echo "installing Prometheus and promtool (Debian package prometheus)"; \
+	  $(SUDO) apt-get update -qq && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; }
 
 devcluster-build: $(VENV)/.installed
 	$(BIN)/pitcrew devcluster build
@@ -29,10 +39,10 @@ devcluster-build: $(VENV)/.installed
 unit: $(VENV)/.installed
 	$(BIN)/pytest tests/unit
 
-e2e: devcluster-build
+e2e: devcluster-build prometheus
 	$(BIN)/pytest tests/e2e
 
-test: lint devcluster-build
+test: lint devcluster-build prometheus
 	$(BIN)/pytest
 
 clean:

@@ -93,3 +93,11 @@ def get_model(name: str) -> GpuModel:
         known = ", ".join(sorted(MODELS))
         raise UnknownGpuModelError(f"unknown GPU model {name!r}; known models: {known}")
     return model
+
+
+def model_for_product(product: str) -> GpuModel | None:
+    """The model a ``nvidia.com/gpu.product`` node label names, if Pitcrew knows it."""
+    for model in MODELS.values():
+        if product == model.product:
+            return model
+    return None

@@ -13,12 +13,12 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from gpuhealth.models import UnknownGpuModelError, get_model
-from pitcrew import devcluster
+from pitcrew import dashboards, devcluster
 from pitcrew.api import crdgen
 from pitcrew.api.meta import parse_duration
 from pitcrew.devcluster import build
@@ -26,6 +26,7 @@ from pitcrew.settings import OperatorSettings
 
 DEFAULT_DIR = Path(".devcluster")
 CRD_FOLDERS = [Path("crds"), Path("charts/pitcrew/crds")]
+DASHBOARD_FOLDER = Path("charts/pitcrew/dashboards")
 
 
 def _devcluster_up(args: argparse.Namespace) -> int:
@@ -60,17 +61,39 @@ def _devcluster_status(args: argparse.Namespace) -> int:
     return 0 if report["running"] else 1
 
 
-def _crds(args: argparse.Namespace) -> int:
-    folders = args.out or CRD_FOLDERS
+def _generated(
+    args: argparse.Namespace,
+    *,
+    folders: list[Path],
+    write_all: Callable[[Path], list[Path]],
+    stale_files: Callable[[Path], list[Path]],
+) -> int:
+    """Write generated files, or with ``--check`` fail when they differ from the source."""
+    folders = args.out or folders
     if args.check:
-        stale = [path for folder in folders for path in crdgen.stale_files(folder)]
+        stale = [path for folder in folders for path in stale_files(folder)]
         for path in stale:
-            print(f"{path} differs from the API models; run `pitcrew crds`", file=sys.stderr)
+            print(f"{path} is stale; run `pitcrew {args.command}`", file=sys.stderr)
         return 1 if stale else 0
     for folder in folders:
-        for path in crdgen.write_all(folder):
+        for path in write_all(folder):
             print(f"wrote {path}")
     return 0
+
+
+def _crds(args: argparse.Namespace) -> int:
+    return _generated(
+        args, folders=CRD_FOLDERS, write_all=crdgen.write_all, stale_files=crdgen.stale_files
+    )
+
+
+def _dashboards(args: argparse.Namespace) -> int:
+    return _generated(
+        args,
+        folders=[DASHBOARD_FOLDER],
+        write_all=dashboards.write_all,
+        stale_files=dashboards.stale_files,
+    )
 
 
 def _operator(args: argparse.Namespace) -> int:
@@ -81,6 +104,7 @@ def _operator(args: argparse.Namespace) -> int:
         namespace=args.namespace,
         dry_run=args.dry_run,
         metrics_port=args.metrics_port,
+        health_port=args.health_port,
         leader_election=not args.no_leader_election,
         **({"identity": args.identity} if args.identity else {}),
         **({"probe_image": args.probe_image} if args.probe_image else {}),
@@ -119,6 +143,53 @@ def _sim_agents(args: argparse.Namespace) -> int:
         interval=parse_duration(args.interval),
         heartbeat=parse_duration(args.heartbeat),
     ).run()
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from rich.console import Console  # noqa: PLC0415
+
+    from pitcrew.demo.runner import Demo, DemoOptions  # noqa: PLC0415
+
+    options = DemoOptions(
+        nodes=args.nodes,
+        seed=args.seed,
+        speed=args.speed,
+        duration=args.duration,
+        directory=args.dir,
+        spares=args.spares,
+        checkpoint_aware=not args.no_checkpoint_aware,
+    )
+    args.dir.mkdir(parents=True, exist_ok=True)
+    Demo(options, Console()).run()
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    import datetime  # noqa: PLC0415
+
+    from kubernetes import client  # noqa: PLC0415
+    from rich.console import Console  # noqa: PLC0415
+
+    from pitcrew import fleet_status  # noqa: PLC0415
+    from pitcrew.api.meta import GROUP, VERSION  # noqa: PLC0415
+    from pitcrew.kube.client import api_client  # noqa: PLC0415
+
+    custom = client.CustomObjectsApi(api_client(args.kubeconfig))
+
+    def items(plural: str) -> list[dict[str, Any]]:
+        found = cast(dict[str, Any], custom.list_cluster_custom_object(GROUP, VERSION, plural))
+        return list(found["items"])
+
+    report = fleet_status.build(
+        policies=items("gpuhealthpolicies"),
+        gpunodes=items("gpunodes"),
+        now=datetime.datetime.now(datetime.UTC),
+    )
+    if args.output == "json":
+        print(json.dumps(report, indent=2))
+    else:
+        fleet_status.render(report, Console())
     return 0
 
 
@@ -166,7 +237,8 @@ def _add_runtime(commands: Commands) -> None:
         action="store_true",
         help="decide and record only: no writes to Nodes, Pods, Jobs",
     )
-    operator.add_argument("--metrics-port", type=int, default=8080)
+    operator.add_argument("--metrics-port", type=int, default=8080, help="0 disables")
+    operator.add_argument("--health-port", type=int, default=8081, help="0 disables")
     operator.add_argument("--no-leader-election", action="store_true")
     operator.add_argument("--identity", default=None, help="Lease holder identity")
     operator.add_argument("--lease-seconds", type=int, default=15)
@@ -219,6 +291,41 @@ def build_parser() -> argparse.ArgumentParser:
     )
     crds.add_argument("--check", action="store_true", help="fail if the files are stale")
     crds.set_defaults(handler=_crds)
+    demo = commands.add_parser(
+        "demo",
+        help="a local simulated GPU fleet, a training job and faults, with the real operator",
+    )
+    demo.add_argument("--nodes", type=int, default=32, help="simulated GPU nodes (8 GPUs each)")
+    demo.add_argument("--seed", type=int, default=7, help="fault schedule seed")
+    demo.add_argument(
+        "--speed", type=float, default=1.0, help="fault rate multiplier (1: one a minute)"
+    )
+    demo.add_argument(
+        "--duration", type=float, default=None, help="seconds; ends with a summary table"
+    )
+    demo.add_argument("--dir", type=Path, default=Path(".devcluster-demo"))
+    demo.add_argument("--spares", type=int, default=2, help="hot spares the policy keeps")
+    demo.add_argument(
+        "--no-checkpoint-aware",
+        action="store_true",
+        help="drain suspect nodes at once instead of at the job's next checkpoint",
+    )
+    demo.set_defaults(handler=_demo)
+    status = commands.add_parser(
+        "status", help="fleet summary: pools, nodes out of service, remediations, goodput"
+    )
+    status.add_argument("--kubeconfig", help="default: $KUBECONFIG or ~/.kube/config")
+    status.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    status.set_defaults(handler=_status)
+    boards = commands.add_parser("dashboards", help="generate the Grafana dashboards' JSON")
+    boards.add_argument(
+        "--out",
+        action="append",
+        type=Path,
+        help="output folder (default: charts/pitcrew/dashboards/)",
+    )
+    boards.add_argument("--check", action="store_true", help="fail if the files are stale")
+    boards.set_defaults(handler=_dashboards)
     return parser
 
 

@@ -17,7 +17,9 @@ import os
 from typing import Any
 
 import kopf
+from prometheus_client import start_http_server
 
+from pitcrew import metrics
 from pitcrew.api.meta import GROUP, VERSION
 from pitcrew.kube.client import api_client, use_as_default
 from pitcrew.leader import wait_for_leadership
@@ -28,6 +30,8 @@ logger = logging.getLogger(__name__)
 
 
 def register(registry: kopf.OperatorRegistry, reconciler: Reconciler) -> None:
+    tasks: list[asyncio.Task[None]] = []  # held: the loop keeps only weak references
+
     def watch(group: str, version: str, plural: str, kind: str) -> None:
         @kopf.on.event(group, version, plural, registry=registry)
         async def handler(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
@@ -46,7 +50,8 @@ def register(registry: kopf.OperatorRegistry, reconciler: Reconciler) -> None:
         settings.scanning.disabled = True
         settings.watching.server_timeout = 300
         settings.networking.request_timeout = 60
-        asyncio.get_running_loop().create_task(reconciler.run())
+        loop = asyncio.get_running_loop()
+        tasks.extend([loop.create_task(reconciler.run()), loop.create_task(reconciler.account())])
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> Any:
@@ -77,8 +82,11 @@ def run(settings: OperatorSettings) -> None:
             identity=settings.identity,
             lease_seconds=settings.lease_seconds,
         )
+    metrics.LEADER.set(1)
+    if settings.metrics_port:
+        start_http_server(settings.metrics_port)
     reconciler = Reconciler(api, settings)
     registry = kopf.OperatorRegistry()
     register(registry, reconciler)
-    liveness = f"http://0.0.0.0:{settings.metrics_port}/healthz" if settings.metrics_port else None
+    liveness = f"http://0.0.0.0:{settings.health_port}/healthz" if settings.health_port else None
     kopf.run(registry=registry, clusterwide=True, standalone=True, liveness_endpoint=liveness)

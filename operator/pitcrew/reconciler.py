@@ -40,6 +40,8 @@ from typing import Any, cast
 from kubernetes import client
 
 from pitcrew import actions as a
+from pitcrew import metrics
+from pitcrew.accountant import Accountant
 from pitcrew.api.gpunode import GPUNodeStatus, Phase
 from pitcrew.api.meta import API_VERSION, GROUP, VERSION, parse_duration
 from pitcrew.api.policy import GPUHealthPolicy, RemediationAction
@@ -76,6 +78,7 @@ class Plan:
     policy: PolicyView
     decision: Decision
     dry_run: bool
+    before: GPUNodeStatus
 
 
 class Reconciler:
@@ -86,6 +89,7 @@ class Reconciler:
         self.settings = settings
         self.clock = clock
         self.store = Store()
+        self.accountant = Accountant(self.store, now=clock())
         self.recorder = Recorder(api)
         self.runs = Runs(api, self.store, settings, self.recorder)
         self.backoff = evictions.Backoff()
@@ -156,6 +160,16 @@ class Reconciler:
         if self.loop is not None:
             self.loop.call_soon_threadsafe(self.loop.call_later, seconds, self._mark, [node])
 
+    async def account(self) -> None:
+        """Feed GPU-time and job-time metrics from the cache, every few seconds."""
+        while True:
+            await asyncio.sleep(self.settings.accounting_seconds)
+            try:
+                self.accountant.tick(self.clock())
+            except Exception:
+                metrics.RECONCILE_ERRORS.inc()
+                logger.exception("accounting failed; retried on the next tick")
+
     async def run(self) -> None:
         self.loop = asyncio.get_running_loop()
         while True:
@@ -190,6 +204,7 @@ class Reconciler:
                         (self.clock() - started).total_seconds(),
                     )
                 except Exception:
+                    metrics.RECONCILE_ERRORS.inc()
                     logger.exception("reconcile round failed; retrying on the next round")
                     self.mark(batch)
 
@@ -269,7 +284,7 @@ class Reconciler:
             decided[name] = decision.status
             fleets[policy.name] = self._updated(fleet, state.status, decision, name)
             dry_run = self.settings.dry_run or policy.spec.safety.dry_run
-            plans.append(Plan(name, policy, decision, dry_run))
+            plans.append(Plan(name, policy, decision, dry_run, state.status))
         for plan in plans:
             self._launch(plan)
         for policy_name in fleets:
@@ -349,8 +364,14 @@ class Reconciler:
                 status = self._perform(plan, action, status)
             self._write_status(plan.node, status)
         except Exception:
+            metrics.RECONCILE_ERRORS.inc()
             logger.exception("executing the decision for %s failed; it is retried", plan.node)
             self.mark([plan.node])
+            return
+        if not plan.dry_run:
+            metrics.record_decision(
+                pool=plan.policy.name, before=plan.before, after=status, now=self.clock()
+            )
 
     def _refs(self, node: str) -> tuple[Any, Any]:
         uid = self.store.nodes.get(node, {}).get("metadata", {}).get("uid", "")
@@ -418,6 +439,10 @@ class Reconciler:
             now=self.clock(),
             parallelism=plan.policy.spec.safety.drain.max_parallel_evictions,
         )
+        pool = plan.policy.name
+        metrics.EVICTIONS.labels(pool, "evicted").inc(len(result.evicted))
+        metrics.EVICTIONS.labels(pool, "blocked").inc(len(result.blocked))
+        metrics.EVICTIONS.labels(pool, "failed").inc(len(result.failed))
         if result.evicted:
             self._event(
                 plan.node,
@@ -554,12 +579,14 @@ class Reconciler:
             )
         elif was_open:
             cooldown = (now + parse_duration(view.spec.safety.storm_cooldown)).isoformat()
+        metrics.BREAKER_OPEN.labels(view.name).set(1 if is_open else 0)
         status: dict[str, Any] = {
             "observedGeneration": policy["metadata"].get("generation", 1),
             "nodes": fleet.total,
             "unhealthy": unhealthy,
             "phases": {str(k): v for k, v in sorted(fleet.phases.items()) if v},
             "breaker": breaker,
+            "goodput": self.accountant.goodput(view.name, now),
         }
         if cooldown:
             status["cooldownUntil"] = cooldown

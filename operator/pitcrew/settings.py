@@ -34,4 +34,8 @@ class OperatorSettings(BaseModel):
     remediation_image: str = "nvcr.io/nvidia/cuda:12.6.2-base-ubuntu24.04"
     """Image with ``nvidia-smi`` for the reset-gpu Job."""
     metrics_port: int = Field(default=8080, ge=0, le=65535)
-    """Prometheus metrics and the liveness endpoint; 0 disables."""
+    """Prometheus metrics (``/metrics``); 0 disables."""
+    health_port: int = Field(default=8081, ge=0, le=65535)
+    """Liveness endpoint (``/healthz``, fails when the reconcile loop is stuck); 0 disables."""
+    accounting_seconds: float = Field(default=5.0, gt=0)
+    """How often GPU time and job time are added up from the cache."""

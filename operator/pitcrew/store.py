@@ -33,13 +33,14 @@ class Summary(NamedTuple):
     refused: bool
     """Held in service by the circuit breaker."""
     since: datetime.datetime | None
+    heartbeat: datetime.datetime | None
 
 
 def summarize(status: GPUNodeStatus) -> Summary:
     refused = any(
         c.type == "Admitted" and c.reason == "CircuitBreakerOpen" for c in status.conditions
     )
-    return Summary(status.phase, refused, status.phase_since)
+    return Summary(status.phase, refused, status.phase_since, status.last_heartbeat)
 
 
 def _version(obj: Object) -> int | None:

@@ -132,6 +132,14 @@ class Fleet:
     def taints(self, node: str) -> dict[str, str]:
         return {t.key: t.value or "" for t in self.node(node).spec.taints or []}
 
+    def pod_running(self, namespace: str, name: str) -> bool:
+        try:
+            return self.core.read_namespaced_pod(name, namespace).status.phase == "Running"
+        except client.ApiException as error:
+            if error.status == 404:
+                return False
+            raise
+
     def pod(
         self,
         namespace: str,

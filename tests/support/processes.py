@@ -10,6 +10,8 @@ from pathlib import Path
 
 from fleet import NAMESPACE
 
+from pitcrew.devcluster.cluster import free_port
+
 
 class Processes:
     def __init__(self, directory: Path, admin_kubeconfig: str, operator_kubeconfig: Path) -> None:
@@ -17,6 +19,11 @@ class Processes:
         self.admin_kubeconfig = admin_kubeconfig
         self.operator_kubeconfig = operator_kubeconfig
         self.running: dict[str, subprocess.Popen[bytes]] = {}
+        self.metrics_ports: dict[str, int] = {}
+        """Metrics port of each process that serves one, stable across restarts."""
+
+    def metrics_port(self, name: str) -> int:
+        return self.metrics_ports.setdefault(name, free_port())
 
     def start(self, name: str, *args: str) -> subprocess.Popen[bytes]:
         log = (self.directory / f"{name}.log").open("ab")
@@ -44,6 +51,8 @@ class Processes:
             "--resync-seconds",
             resync,
             "--metrics-port",
+            str(self.metrics_port(identity)),
+            "--health-port",
             "0",
         )
 

@@ -300,12 +300,20 @@ class BreakerStatus(ApiModel):
     message: str = Field(default="", max_length=1024)
 
 
+class GoodputStatus(ApiModel):
+    """Share of the pool's GPU time on nodes in service (Healthy or Spare)."""
+
+    last_hour: float | None = Field(default=None, ge=0, le=1)
+    last_day: float | None = Field(default=None, ge=0, le=1)
+
+
 class GPUHealthPolicyStatus(ApiModel):
     observed_generation: int = 0
     nodes: int = 0
     unhealthy: int = 0
     phases: dict[str, int] = Field(default_factory=dict)
     breaker: BreakerStatus = Field(default_factory=BreakerStatus)
+    goodput: GoodputStatus = Field(default_factory=GoodputStatus)
     cooldown_until: datetime.datetime | None = Field(
         default=None, description="Quarantines resume after this time (storm cooldown)."
     )
@@ -322,6 +330,7 @@ class GPUHealthPolicy(Resource):
         {"name": "Nodes", "type": "integer", "jsonPath": ".status.nodes"},
         {"name": "Unhealthy", "type": "integer", "jsonPath": ".status.unhealthy"},
         {"name": "Breaker", "type": "boolean", "jsonPath": ".status.breaker.open"},
+        {"name": "Goodput-1h", "type": "number", "jsonPath": ".status.goodput.lastHour"},
         {"name": "DryRun", "type": "boolean", "jsonPath": ".spec.safety.dryRun"},
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     ]

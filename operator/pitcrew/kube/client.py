@@ -43,10 +43,11 @@ retrying = retry(
 
 
 def api_client(kubeconfig: str | None = None) -> client.ApiClient:
-    """A client from ``kubeconfig``, ``$KUBECONFIG``, or the pod's service account."""
+    """A client from ``kubeconfig``, ``$KUBECONFIG``, the pod's service account when
+    running in a pod, else ``~/.kube/config``."""
     configuration = client.Configuration()
     path = kubeconfig or os.environ.get("KUBECONFIG")
-    if path:
+    if path or not os.environ.get("KUBERNETES_SERVICE_HOST"):
         config.load_kube_config(config_file=path, client_configuration=configuration)
     else:
         config.load_incluster_config(client_configuration=configuration)

@@ -7,12 +7,17 @@ Event's ``count`` instead of creating a new one, like the kubelet's
 recorder does, so a PDB that blocks a drain for an hour is one Event with a
 count, not hundreds. Failing to post an Event is logged and never fails the
 action it describes.
+
+Events are posted from one background thread, in the order they were
+emitted: a burst of faults must not wait for two Event writes per node
+before the next node's cordon goes out.
 """
 
 from __future__ import annotations
 
 import datetime
 import logging
+import queue
 import threading
 import uuid
 from dataclasses import dataclass
@@ -25,6 +30,7 @@ from pitcrew.api.meta import API_VERSION
 logger = logging.getLogger(__name__)
 NAMESPACE = "default"
 AGGREGATE_WINDOW = datetime.timedelta(minutes=10)
+RECENT_LIMIT = 10_000
 
 
 @dataclass(frozen=True)
@@ -48,21 +54,35 @@ class Recorder:
         self.core = client.CoreV1Api(api)
         self.component = component
         self._recent: dict[tuple[Ref, str, str], tuple[str, int, datetime.datetime]] = {}
-        self._lock = threading.Lock()
+        self._queue: queue.Queue[tuple[Ref, str, str, bool, datetime.datetime]] = queue.Queue()
+        threading.Thread(target=self._post_forever, daemon=True, name="pitcrew-events").start()
 
     def emit(self, ref: Ref, *, reason: str, message: str, warning: bool = False) -> None:
-        now = datetime.datetime.now(datetime.UTC)
+        """Queue an Event; it is posted (or its count bumped) in the background."""
+        self._queue.put((ref, reason, message, warning, datetime.datetime.now(datetime.UTC)))
+
+    def _post_forever(self) -> None:
+        while True:
+            ref, reason, message, warning, now = self._queue.get()
+            try:
+                self._post(ref, reason=reason, message=message, warning=warning, now=now)
+            except Exception:  # a broken Event must never stop the ones after it
+                logger.exception("posting event %s on %s/%s failed", reason, ref.kind, ref.name)
+
+    def _post(
+        self, ref: Ref, *, reason: str, message: str, warning: bool, now: datetime.datetime
+    ) -> None:
         key = (ref, reason, message)
-        with self._lock:
-            recent = self._recent.get(key)
+        if len(self._recent) > RECENT_LIMIT:  # forget Events past their aggregation window
+            self._recent = {k: v for k, v in self._recent.items() if now - v[2] < AGGREGATE_WINDOW}
+        recent = self._recent.get(key)
         try:
             if recent and now - recent[2] < AGGREGATE_WINDOW:
                 name, count, first = recent
                 self.core.patch_namespaced_event(
                     name, NAMESPACE, {"count": count + 1, "lastTimestamp": now.isoformat()}
                 )
-                with self._lock:
-                    self._recent[key] = (name, count + 1, first)
+                self._recent[key] = (name, count + 1, first)
                 return
             name = f"{ref.name}.{uuid.uuid4().hex[:12]}"
             body: Any = {
@@ -83,8 +103,7 @@ class Recorder:
                 "count": 1,
             }
             self.core.create_namespaced_event(NAMESPACE, body)
-            with self._lock:
-                self._recent[key] = (name, 1, now)
+            self._recent[key] = (name, 1, now)
         except client.ApiException as error:
             logger.warning(
                 "could not post event %s on %s/%s: %s", reason, ref.kind, ref.name, error.status

@@ -41,6 +41,8 @@ def pitcrew(
         "2s",
         "--heartbeat",
         "30s",
+        "--metrics-port",
+        str(processes.metrics_port("sim-agents")),
     )
     processes.start_operator("operator-a")
     yield processes

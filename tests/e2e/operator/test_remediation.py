@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import http.server
 import json
-import socket
 import subprocess
 import sys
 import threading
@@ -20,14 +19,10 @@ import pytest
 from fleet import NAMESPACE, Fleet, eventually
 from kubernetes import client
 
+from pitcrew.devcluster.cluster import free_port
+
 FATAL_XID = [{"type": "xid", "gpu": 4, "code": 79}]
 SYSTEM_UUID = "8f0e3b52-1c1f-4b1e-9f7e-5f2a8b8d0a01"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture

@@ -1,0 +1,1 @@
+"""``pitcrew demo``: a simulated GPU fleet with the real operator in the loop."""

@@ -1,0 +1,96 @@
+"""The demo's fault schedule: the published failure mix, compressed in time, seeded.
+
+Meta's Llama 3 405B pre-training run (54 days on 16,384 H100s) had 419
+unexpected interruptions: 30.1 % faulty GPUs, 17.2 % HBM, 12.9 % software
+(the job itself), 8.4 % network, 8.1 % host (the remaining 23 % spread over
+GPU SRAM, GPU system processor, silent data corruption, power and others,
+drawn here as "other GPU" faults). Each category maps to faults from the
+gpuhealth vocabulary (docs/faults.md); software failures crash the training
+job without touching a node. Arrivals are a Poisson process; the same seed
+gives the same schedule, so two policies can be compared on the same faults.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any
+
+Fault = dict[str, Any]
+
+MIX: tuple[tuple[str, float, tuple[Fault, ...]], ...] = (
+    (
+        "faulty GPU",
+        30.1,
+        (
+            {"type": "xid", "gpu": 0, "code": 79},
+            {"type": "xid", "gpu": 0, "code": 119},
+            {"type": "gpu-missing", "gpu": 0},
+        ),
+    ),
+    (
+        "HBM",
+        17.2,
+        (
+            {"type": "ecc-dbe", "gpu": 0, "count": 1},
+            {"type": "row-remap-failure", "gpu": 0},
+            {"type": "ecc-sbe-storm", "gpu": 0, "per_minute": 600},
+        ),
+    ),
+    ("software", 12.9, ()),
+    (
+        "network",
+        8.4,
+        (
+            {"type": "ib-port-down", "port": "mlx5_0/1"},
+            {"type": "ib-flapping", "port": "mlx5_0/1", "per_hour": 30},
+            {"type": "nvlink-down", "gpu": 0, "link": 3},
+        ),
+    ),
+    (
+        "host",
+        8.1,
+        (
+            {"type": "pcie-downtrain", "gpu": 0, "gen": 3, "width": 8},
+            {"type": "thermal-slowdown", "gpu": 0},
+            {"type": "power-brake", "gpu": 0},
+        ),
+    ),
+    (
+        "other GPU",
+        23.3,
+        (
+            {"type": "xid", "gpu": 0, "code": 48},
+            {"type": "nvlink-crc-storm", "gpu": 0, "link": 1},
+            {"type": "xid", "gpu": 0, "code": 74},
+        ),
+    ),
+)
+SOFTWARE = "software"
+
+
+@dataclass(frozen=True)
+class ScheduledFault:
+    at: float
+    """Seconds after the start."""
+    category: str
+    fault: Fault | None
+    """None for a software failure: the job crashes, no node is at fault."""
+    pick: float
+    """Uniform in [0, 1): which node (of those running the job at that time) it hits."""
+
+
+def schedule(*, seed: int, duration: float, mean_interval: float) -> list[ScheduledFault]:
+    """Faults in the first ``duration`` seconds, one every ``mean_interval`` on average."""
+    rng = random.Random(seed)  # noqa: S311 - a reproducible simulation, not a secret
+    weights = [w for _, w, _ in MIX]
+    faults: list[ScheduledFault] = []
+    at = rng.expovariate(1 / mean_interval)
+    while at < duration:
+        category, _, choices = rng.choices(MIX, weights=weights)[0]
+        fault = dict(rng.choice(choices)) if choices else None
+        if fault is not None and "gpu" in fault:
+            fault["gpu"] = rng.randrange(8)
+        faults.append(ScheduledFault(at, category, fault, rng.random()))
+        at += rng.expovariate(1 / mean_interval)
+    return faults

@@ -1,0 +1,181 @@
+"""What the demo shows: a snapshot of the fleet, rendered with rich.
+
+:class:`Snapshot` is plain data collected once a second by the runner;
+:func:`render` turns it into the live screen and :func:`summary` into the
+closing table, so the screen can be tested without a cluster.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rich.console import Group, RenderableType
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from pitcrew.api.gpunode import Phase
+
+COLOURS = {
+    Phase.HEALTHY: "green",
+    Phase.SPARE: "cyan",
+    Phase.PENDING: "grey50",
+    Phase.VALIDATING: "blue",
+    Phase.SUSPECT: "yellow",
+    Phase.QUARANTINED: "orange1",
+    Phase.DRAINING: "dark_orange",
+    Phase.REMEDIATING: "magenta",
+    Phase.RETIRED: "red",
+    Phase.EXCLUDED: "grey35",
+}
+LEGEND = {
+    Phase.HEALTHY: "in service",
+    Phase.SPARE: "validated, held for replacements",
+    Phase.VALIDATING: "burn-in / checks before taking work",
+    Phase.SUSPECT: "degraded: drained at the job's next checkpoint",
+    Phase.QUARANTINED: "cordoned: no new work",
+    Phase.DRAINING: "pods being evicted (PDB-aware)",
+    Phase.REMEDIATING: "GPU reset / reboot / ticket in progress",
+    Phase.RETIRED: "failed too often: needs an RMA",
+}
+
+
+@dataclass
+class InjectedFault:
+    at: float
+    node: str
+    category: str
+    description: str
+    cordoned_after: float | None = None
+    """Seconds until Pitcrew took the node out of service (Suspect or worse)."""
+
+
+@dataclass
+class Snapshot:
+    elapsed: float
+    seed: int
+    phases: dict[str, Phase]
+    job_step: int = 0
+    job_checkpoint: int = 0
+    job_running: int = 0
+    job_size: int = 0
+    job_restarts: int = 0
+    job_lost_steps: int = 0
+    fleet_goodput: float | None = None
+    job_goodput: float | None = None
+    job_mfu: float | None = None
+    remediations: int = 0
+    actions: list[str] = field(default_factory=list)
+    faults: list[InjectedFault] = field(default_factory=list)
+    metrics_url: str = ""
+    kubeconfig: str = ""
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:.1f} %"
+
+
+def _grid(snapshot: Snapshot) -> RenderableType:
+    cells = Text()
+    for index, (_name, phase) in enumerate(sorted(snapshot.phases.items())):
+        cells.append("■ ", style=COLOURS.get(phase, "white"))
+        if index % 16 == 15:
+            cells.append("\n")
+    counts: dict[Phase, int] = {}
+    for phase in snapshot.phases.values():
+        counts[phase] = counts.get(phase, 0) + 1
+    legend = Table.grid(padding=(0, 1))
+    for phase, colour in COLOURS.items():
+        if phase in counts or phase in LEGEND:
+            legend.add_row(
+                Text("■", style=colour),
+                f"{phase}",
+                str(counts.get(phase, 0)),
+                Text(LEGEND.get(phase, ""), style="dim"),
+            )
+    return Panel(Group(cells, Text(""), legend), title=f"{len(snapshot.phases)} GPU nodes")
+
+
+def _goodput(snapshot: Snapshot) -> RenderableType:
+    table = Table.grid(padding=(0, 2))
+    table.add_row(
+        "Fleet goodput",
+        _percent(snapshot.fleet_goodput),
+        Text("GPU time on nodes in service", style="dim"),
+    )
+    table.add_row(
+        "Job goodput",
+        _percent(snapshot.job_goodput),
+        Text("job time that produced kept progress", style="dim"),
+    )
+    table.add_row(
+        "Job MFU",
+        _percent(snapshot.job_mfu),
+        Text("model FLOP/s / peak bf16 of its GPUs", style="dim"),
+    )
+    table.add_row(
+        "Training job",
+        f"step {snapshot.job_step} (checkpoint {snapshot.job_checkpoint})",
+        f"{snapshot.job_running}/{snapshot.job_size} pods running, "
+        f"{snapshot.job_restarts} restarts, {snapshot.job_lost_steps} steps lost",
+    )
+    table.add_row("Remediations", str(snapshot.remediations), "")
+    return Panel(table, title="Goodput")
+
+
+def _faults(snapshot: Snapshot) -> RenderableType:
+    table = Table(expand=True, box=None)
+    for column in ("t", "node", "fault", "taken out after"):
+        table.add_column(column)
+    for fault in snapshot.faults[-8:]:
+        table.add_row(
+            f"{fault.at:.0f}s",
+            fault.node,
+            f"{fault.category}: {fault.description}",
+            "-" if fault.cordoned_after is None else f"{fault.cordoned_after:.1f}s",
+        )
+    return Panel(table, title=f"Faults injected ({len(snapshot.faults)})")
+
+
+def render(snapshot: Snapshot) -> RenderableType:
+    actions = Text("\n".join(snapshot.actions[-10:]) or "waiting for the first decision...")
+    footer = Text(
+        f"metrics: {snapshot.metrics_url}   kubectl: export KUBECONFIG={snapshot.kubeconfig}   "
+        "Ctrl-C stops everything",
+        style="dim",
+    )
+    return Group(
+        Text(f"Pitcrew demo: t={snapshot.elapsed:.0f}s, seed {snapshot.seed}", style="bold"),
+        _grid(snapshot),
+        _goodput(snapshot),
+        _faults(snapshot),
+        Panel(actions, title="Pitcrew's last actions (Events)"),
+        footer,
+    )
+
+
+def summary(snapshot: Snapshot) -> Table:
+    detected = [f for f in snapshot.faults if f.cordoned_after is not None]
+    node_faults = [f for f in snapshot.faults if f.node != "-"]
+    delays = sorted(f.cordoned_after for f in detected if f.cordoned_after is not None)
+    median = delays[len(delays) // 2] if delays else None
+    table = Table(title=f"Pitcrew demo summary (seed {snapshot.seed}, {snapshot.elapsed:.0f}s)")
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    table.add_row("faults injected", str(len(snapshot.faults)))
+    table.add_row(
+        "  on nodes / job crashes",
+        f"{len(node_faults)} / {len(snapshot.faults) - len(node_faults)}",
+    )
+    table.add_row("node faults that took the node out of service", str(len(detected)))
+    table.add_row(
+        "median time from fault to out of service", "-" if median is None else f"{median:.1f}s"
+    )
+    table.add_row("remediations started", str(snapshot.remediations))
+    table.add_row(
+        "job restarts / steps lost", f"{snapshot.job_restarts} / {snapshot.job_lost_steps}"
+    )
+    table.add_row("fleet goodput", _percent(snapshot.fleet_goodput))
+    table.add_row("job goodput", _percent(snapshot.job_goodput))
+    table.add_row("job MFU", _percent(snapshot.job_mfu))
+    return table

@@ -1,0 +1,95 @@
+"""Metrics, dashboards and alerts against a real Prometheus scraping the real processes.
+
+Prometheus scrapes the operator (both identities the suite starts) and the
+simulated agents; the chart's rules are loaded. After a scripted fault the
+fleet goodput query must return the expected ratio, and every query of every
+dashboard must return data.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fleet import Fleet, eventually
+from processes import Processes
+from promserver import RULES, Prometheus, binary
+
+from pitcrew import dashboards
+from pitcrew.goodput import ProgressReporter
+
+TESTS = Path(__file__).resolve().parents[2] / "prometheus" / "alerts_test.yaml"
+FATAL_XID = [{"type": "xid", "gpu": 0, "code": 79}]
+# A ladder that cannot succeed: the node stays out of service for the window.
+STUCK_LADDER = {
+    "ladders": {"fatal": [{"action": "webhook", "timeout": "1h"}]},
+    "webhook": {"url": "http://127.0.0.1:9/unreachable"},
+}
+
+
+@pytest.fixture
+def prometheus(tmp_path: Path, pitcrew: Processes) -> Iterator[Prometheus]:
+    targets = [
+        f"127.0.0.1:{pitcrew.metrics_port(name)}"
+        for name in ("operator-a", "operator-b", "sim-agents")
+    ]
+    server = Prometheus(tmp_path, targets)
+    yield server
+    server.stop()
+
+
+def test_alert_rules_are_valid_and_their_unit_tests_pass() -> None:
+    subprocess.run([binary("promtool"), "check", "rules", str(RULES)], check=True)
+    subprocess.run([binary("promtool"), "test", "rules", TESTS.name], check=True, cwd=TESTS.parent)
+
+
+def test_goodput_after_a_fault_and_every_dashboard_query_returns_data(
+    fleet_factory: type[Fleet], workload_namespace: str, prometheus: Prometheus
+) -> None:
+    fleet = fleet_factory(size=4)
+    fleet.policy(remediation=STUCK_LADDER)
+    for node in fleet.nodes:
+        fleet.wait_phase(node, "Healthy")
+    job = f"{fleet.group}-llm"
+    for rank, node in enumerate(fleet.nodes[:2]):
+        fleet.pod(workload_namespace, f"llm-{rank}", node, labels={"pitcrew.dev/job": job})
+    eventually(
+        lambda: all(fleet.pod_running(workload_namespace, f"llm-{r}") for r in range(2)),
+        what="the job's pods running",
+    )
+    reporter = ProgressReporter(
+        pod="llm-0",
+        namespace=workload_namespace,
+        min_interval=0,
+        flops_per_step=4e14,
+        api=fleet.core,
+    )
+    for step in range(0, 40, 10):  # 10 steps of 0.4 PFLOP a second: MFU 0.25 on 16 H100s
+        reporter.step(step)
+        time.sleep(1)
+    reporter.checkpoint(40)
+    time.sleep(6)  # an accounting tick sees the checkpoint
+
+    fleet.inject(fleet.nodes[0], FATAL_XID)
+    fleet.wait_phase(fleet.nodes[0], "Draining", "Remediating", "Retired", timeout=30)
+    time.sleep(25)  # the window below covers only time after the fault
+
+    pool = f'pool="{fleet.group}"'
+    goodput = eventually(
+        lambda: prometheus.query(
+            f'sum(rate(pitcrew_gpu_seconds_total{{{pool},phase=~"Healthy|Spare"}}[15s]))'
+            f" / sum(rate(pitcrew_gpu_seconds_total{{{pool}}}[15s]))"
+        ),
+        what="the fleet goodput series",
+    )
+    assert abs(float(goodput[0]["value"][1]) - 0.75) < 0.05  # 3 of 4 nodes in service
+
+    interruptions = prometheus.query(
+        f'pitcrew_job_interruptions_total{{job="{workload_namespace}/{job}"}}'
+    )
+    assert [s["metric"]["cause"] for s in interruptions] == ["node-fault"]
+    empty = [e for e in dashboards.expressions(rate_interval="1m") if not prometheus.query(e)]
+    assert empty == []

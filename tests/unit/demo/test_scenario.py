@@ -1,0 +1,24 @@
+"""The demo's fault schedule: reproducible, and drawn from the published mix."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from pitcrew.demo.scenario import MIX, SOFTWARE, schedule
+
+
+def test_same_seed_same_faults_other_seed_other_faults() -> None:
+    first = schedule(seed=7, duration=3600, mean_interval=30)
+    assert first == schedule(seed=7, duration=3600, mean_interval=30)
+    assert first != schedule(seed=8, duration=3600, mean_interval=30)
+    assert all(0 < f.at < 3600 for f in first)
+
+
+def test_long_schedules_follow_the_failure_mix() -> None:
+    faults = schedule(seed=1, duration=2_000_000, mean_interval=100)
+    counts = Counter(f.category for f in faults)
+    weights = {name: weight for name, weight, _ in MIX}
+    total = sum(weights.values())
+    for name, weight in weights.items():
+        assert abs(counts[name] / len(faults) - weight / total) < 0.02
+    assert all((f.fault is None) == (f.category == SOFTWARE) for f in faults)
