@@ -9,11 +9,11 @@ tests; the demo only injects faults and plays the training job.
 from __future__ import annotations
 
 import contextlib
-import datetime
 import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -99,6 +99,7 @@ class Demo:
         self.actions: list[str] = []
         self.seen_events: set[str] = set()
         self.metrics_port = free_port()
+        self.phases: dict[str, Phase] = {}
 
     @contextlib.contextmanager
     def cluster(self) -> Iterator[devcluster.ClusterState]:
@@ -174,7 +175,7 @@ class Demo:
                 1, self.options.nodes - self.options.spares - max(2, self.options.nodes // 8)
             )
             job = TrainingJob(
-                api, name="llm-pretrain", size=size, steps_per_second=2.0, checkpoint_every=60
+                api, name="llm-pretrain", size=size, steps_per_second=2.0, checkpoint_every=20
             )
             job.start()
             return self._loop(api, state.kubeconfig, job)
@@ -197,20 +198,43 @@ class Demo:
         )
         start = time.monotonic()
         last = start
+        stop = threading.Event()
+        watcher = threading.Thread(
+            target=self._watch_phases, args=(api, start, stop), daemon=True, name="demo-phases"
+        )
+        watcher.start()
         snapshot = self._snapshot(api, kubeconfig, job, 0.0)
-        with Live(render(snapshot), console=self.console, refresh_per_second=2) as live:
-            while duration is None or time.monotonic() - start < duration:
-                time.sleep(1)
-                now = time.monotonic()
-                job.tick(now - last)
-                last = now
-                elapsed = now - start
-                while pending and pending[0].at <= elapsed:
-                    self._inject(api, job, pending.pop(0), elapsed)
-                snapshot = self._snapshot(api, kubeconfig, job, elapsed)
-                live.update(render(snapshot))
+        try:
+            with Live(render(snapshot), console=self.console, refresh_per_second=2) as live:
+                while duration is None or time.monotonic() - start < duration:
+                    time.sleep(1)
+                    now = time.monotonic()
+                    job.tick(now - last)
+                    last = now
+                    elapsed = now - start
+                    while pending and pending[0].at <= elapsed:
+                        self._inject(api, job, pending.pop(0), elapsed)
+                    snapshot = self._snapshot(api, kubeconfig, job, elapsed)
+                    live.update(render(snapshot))
+        finally:
+            stop.set()
+        self.console.print()
         self.console.print(summary(snapshot))
         return snapshot
+
+    def _watch_phases(self, api: client.ApiClient, start: float, stop: threading.Event) -> None:
+        """Poll the GPUNodes four times a second: when did each faulty node leave service?
+        (The simulated repairs are quick: a node can be back within seconds.)"""
+        while not stop.wait(0.25):
+            try:
+                self.phases = self._phases(api)
+            except client.ApiException:
+                continue
+            elapsed = time.monotonic() - start
+            for fault in list(self.faults):
+                phase = self.phases.get(fault.node, Phase.HEALTHY)
+                if fault.cordoned_after is None and phase not in (Phase.HEALTHY, Phase.SPARE):
+                    fault.cordoned_after = max(0.0, elapsed - fault.at)
 
     def _inject(
         self, api: client.ApiClient, job: TrainingJob, planned: ScheduledFault, elapsed: float
@@ -245,27 +269,21 @@ class Demo:
         }
 
     def _events(self, api: client.ApiClient) -> None:
-        events = client.CoreV1Api(api).list_namespaced_event("default").items
+        events = request(api, "GET", "/api/v1/namespaces/default/events").get("items", [])
         fresh = [
             e
             for e in events
-            if e.reporting_component == "pitcrew-operator" and e.involved_object.kind == "Node"
+            if e.get("reportingComponent") == "pitcrew-operator"
+            and e["involvedObject"].get("kind") == "Node"
         ]
-        fresh.sort(
-            key=lambda e: (
-                e.last_timestamp
-                or e.event_time
-                or datetime.datetime.min.replace(tzinfo=datetime.UTC)
-            )
-        )
+        fresh.sort(key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
         for event in fresh:
-            key = f"{event.metadata.name}/{event.count}"
+            key = f"{event['metadata']['name']}/{event.get('count')}"
             if key in self.seen_events:
                 continue
             self.seen_events.add(key)
-            self.actions.append(
-                f"{event.involved_object.name}: {event.reason}: {event.message}"[:160]
-            )
+            node = event["involvedObject"]["name"]
+            self.actions.append(f"{node}: {event['reason']}: {event['message']}"[:160])
 
     def _metrics(self) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
         url = f"http://127.0.0.1:{self.metrics_port}/metrics"
@@ -285,14 +303,8 @@ class Demo:
     def _snapshot(
         self, api: client.ApiClient, kubeconfig: str, job: TrainingJob, elapsed: float
     ) -> Snapshot:
-        phases = self._phases(api)
+        phases = self.phases or self._phases(api)
         self._events(api)
-        for fault in self.faults:
-            if fault.cordoned_after is None and phases.get(fault.node, Phase.HEALTHY) not in (
-                Phase.HEALTHY,
-                Phase.SPARE,
-            ):
-                fault.cordoned_after = elapsed - fault.at
         metrics = self._metrics()
         gpu = metrics.get("pitcrew_gpu_seconds_total", {})
         total = sum(gpu.values())

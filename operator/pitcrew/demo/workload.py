@@ -26,9 +26,12 @@ from pitcrew.views import CHECKPOINT_ANNOTATION
 
 logger = logging.getLogger(__name__)
 NAMESPACE = "pitcrew-demo"
-# A 405B-parameter model at 2M tokens a step (the 6·N·tokens estimate).
-PARAMETERS = 405_000_000_000
-TOKENS_PER_STEP = 2_000_000
+# A 70B-parameter model; tokens per step are chosen so that the simulated step
+# rate works out at about 40 % MFU (the 6·N·tokens estimate), as large
+# training runs report.
+PARAMETERS = 70_000_000_000
+DEMO_MFU = 0.4
+H100_BF16_FLOPS = 989.4e12
 
 
 @dataclass
@@ -67,7 +70,13 @@ class TrainingJob:
             namespace=NAMESPACE,
             min_interval=5,
             parameters=PARAMETERS,
-            tokens_per_step=TOKENS_PER_STEP,
+            tokens_per_step=int(
+                DEMO_MFU
+                * size
+                * gpus_per_pod
+                * H100_BF16_FLOPS
+                / (6 * PARAMETERS * steps_per_second)
+            ),
             api=self.core,
         )
 
@@ -82,6 +91,7 @@ class TrainingJob:
                 raise
         for rank in range(self.size):
             self._create(rank)
+        self.reporter.checkpoint(0)  # a fresh start is as good as a checkpoint at step 0
 
     def _create(self, rank: int) -> None:
         body = {
