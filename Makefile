@@ -24,7 +24,7 @@ lint: $(VENV)/.installed
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/pitcrew crds --check
-	$(BIN)/pitcrew dashboards --check
+	$(BIN)/pitcrew chart --check
 
 # The tests run a real Prometheus and promtool: Debian's `prometheus` package.
 prometheus:

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 from kubernetes import client
 from prometheus_client import Counter, Gauge, start_http_server
 
+from gpuhealth.backends.sim import SimBackend
 from gpuhealth.checks import Expectations
 from gpuhealth.report import CheckStatus, Report
 from gpuhealth.runner import Checker
@@ -207,18 +208,29 @@ def main(
     expected_gpus: int | None,
     kernel_log: str,
     metrics_port: int,
+    simulated: bool = False,
 ) -> None:
-    """``pitcrew agent``: the real agent on a GPU node."""
-    from gpuhealth.backends.nvml import NvmlBackend  # noqa: PLC0415 - needs the driver
-
+    """``pitcrew agent``: the agent on a GPU node. ``simulated`` swaps NVML for the
+    sim backend (a healthy node of the model its label names): the agent's own
+    API traffic, RBAC and admission then run for real on machines without GPUs."""
     api = api_client(kubeconfig)
     core_api = client.CoreV1Api(api)
 
     def annotations() -> dict[str, Any]:
         return dict(to_dict(api, core_api.read_node(node))["metadata"].get("annotations") or {})
 
-    uid = to_dict(api, core_api.read_node(node))["metadata"].get("uid", "")
-    backend = NvmlBackend(kernel_log=Path(kernel_log) if kernel_log else None)
+    node_obj = to_dict(api, core_api.read_node(node))
+    uid = node_obj["metadata"].get("uid", "")
+    backend: Any
+    if simulated:
+        from pitcrew.sim_agents import model_for  # noqa: PLC0415
+
+        gpus = int((node_obj.get("status") or {}).get("capacity", {}).get("nvidia.com/gpu", 8))
+        backend = SimBackend(node=node, model=model_for(node_obj), gpus=gpus)
+    else:
+        from gpuhealth.backends.nvml import NvmlBackend  # noqa: PLC0415 - needs the driver
+
+        backend = NvmlBackend(kernel_log=Path(kernel_log) if kernel_log else None)
     checker = Checker(backend=backend, node=node, expect=Expectations(gpus=expected_gpus))
     core = AgentCore(api=api, node=node, node_uid=uid, checker=checker, heartbeat=heartbeat)
     if metrics_port:
@@ -227,6 +239,6 @@ def main(
         core,
         interval=interval,
         stop=threading.Event(),
-        waiter=backend,
+        waiter=None if simulated else backend,
         node_annotations=annotations,
     )

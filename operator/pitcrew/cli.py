@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from gpuhealth.models import UnknownGpuModelError, get_model
-from pitcrew import dashboards, devcluster
+from pitcrew import chartgen, devcluster
 from pitcrew.api import crdgen
 from pitcrew.api.meta import parse_duration
 from pitcrew.devcluster import build
@@ -26,7 +26,6 @@ from pitcrew.settings import OperatorSettings
 
 DEFAULT_DIR = Path(".devcluster")
 CRD_FOLDERS = [Path("crds"), Path("charts/pitcrew/crds")]
-DASHBOARD_FOLDER = Path("charts/pitcrew/dashboards")
 
 
 def _devcluster_up(args: argparse.Namespace) -> int:
@@ -47,6 +46,7 @@ def _devcluster_up(args: argparse.Namespace) -> int:
 def _devcluster_build(args: argparse.Namespace) -> int:
     binaries = build.ensure_built()
     print(f"devcluster binaries: {binaries.devcluster} {binaries.kwok}")
+    print(f"helm: {build.ensure_helm()}")
     return 0
 
 
@@ -87,12 +87,12 @@ def _crds(args: argparse.Namespace) -> int:
     )
 
 
-def _dashboards(args: argparse.Namespace) -> int:
+def _chart(args: argparse.Namespace) -> int:
     return _generated(
         args,
-        folders=[DASHBOARD_FOLDER],
-        write_all=dashboards.write_all,
-        stale_files=dashboards.stale_files,
+        folders=[chartgen.FOLDER],
+        write_all=chartgen.write_all,
+        stale_files=chartgen.stale_files,
     )
 
 
@@ -108,6 +108,7 @@ def _operator(args: argparse.Namespace) -> int:
         leader_election=not args.no_leader_election,
         **({"identity": args.identity} if args.identity else {}),
         **({"probe_image": args.probe_image} if args.probe_image else {}),
+        **({"remediation_image": args.remediation_image} if args.remediation_image else {}),
         lease_seconds=args.lease_seconds,
         resync_seconds=args.resync_seconds,
     )
@@ -126,6 +127,7 @@ def _agent(args: argparse.Namespace) -> int:
         expected_gpus=args.expected_gpus,
         kernel_log=args.kernel_log,
         metrics_port=args.metrics_port,
+        simulated=args.simulated,
     )
     return 0
 
@@ -243,7 +245,10 @@ def _add_runtime(commands: Commands) -> None:
     operator.add_argument("--identity", default=None, help="Lease holder identity")
     operator.add_argument("--lease-seconds", type=int, default=15)
     operator.add_argument("--resync-seconds", type=float, default=15.0)
-    operator.add_argument("--probe-image", default=None)
+    operator.add_argument("--probe-image", default=None, help="image of probe Jobs")
+    operator.add_argument(
+        "--remediation-image", default=None, help="image with nvidia-smi for reset-gpu Jobs"
+    )
     operator.set_defaults(handler=_operator)
 
     agent_cmd = commands.add_parser("agent", help="the node agent (one per GPU node)")
@@ -254,6 +259,9 @@ def _add_runtime(commands: Commands) -> None:
     agent_cmd.add_argument("--expected-gpus", type=int, default=None)
     agent_cmd.add_argument("--kernel-log", default="/dev/kmsg")
     agent_cmd.add_argument("--metrics-port", type=int, default=9400)
+    agent_cmd.add_argument(
+        "--simulated", action="store_true", help="sim backend instead of NVML (tests, no GPUs)"
+    )
     agent_cmd.set_defaults(handler=_agent)
 
     sim = commands.add_parser("sim-agents", help="simulated agents for every simulated node")
@@ -317,15 +325,14 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--kubeconfig", help="default: $KUBECONFIG or ~/.kube/config")
     status.add_argument("-o", "--output", choices=["table", "json"], default="table")
     status.set_defaults(handler=_status)
-    boards = commands.add_parser("dashboards", help="generate the Grafana dashboards' JSON")
-    boards.add_argument(
-        "--out",
-        action="append",
-        type=Path,
-        help="output folder (default: charts/pitcrew/dashboards/)",
+    chart = commands.add_parser(
+        "chart", help="generate the chart's RBAC, admission policy and dashboards from code"
     )
-    boards.add_argument("--check", action="store_true", help="fail if the files are stale")
-    boards.set_defaults(handler=_dashboards)
+    chart.add_argument(
+        "--out", action="append", type=Path, help="chart folder (default: charts/pitcrew/)"
+    )
+    chart.add_argument("--check", action="store_true", help="fail if the files are stale")
+    chart.set_defaults(handler=_chart)
     return parser
 
 

@@ -11,7 +11,6 @@ burst of thousands of events costs microseconds each.
 from __future__ import annotations
 
 import asyncio
-import datetime
 import logging
 import os
 from typing import Any
@@ -19,11 +18,11 @@ from typing import Any
 import kopf
 from prometheus_client import start_http_server
 
-from pitcrew import metrics
+from pitcrew import health, metrics
 from pitcrew.api.meta import GROUP, VERSION
 from pitcrew.kube.client import api_client, use_as_default
 from pitcrew.leader import wait_for_leadership
-from pitcrew.reconciler import Reconciler
+from pitcrew.reconciler import Reconciler, utc_now
 from pitcrew.settings import OperatorSettings
 
 logger = logging.getLogger(__name__)
@@ -60,21 +59,34 @@ def register(registry: kopf.OperatorRegistry, reconciler: Reconciler) -> None:
         except kopf.LoginError:
             return kopf.login_with_kubeconfig(**kwargs)
 
-    @kopf.on.probe(id="reconcile-loop", registry=registry)
-    def reconcile_loop(**_: Any) -> str:
-        age = datetime.datetime.now(datetime.UTC) - reconciler.last_round_at
-        limit = datetime.timedelta(seconds=reconciler.settings.resync_seconds * 4)
-        if age > limit:
-            raise kopf.PermanentError(f"no reconcile round for {age}: the loop is stuck")
-        return f"last round {age.total_seconds():.0f}s ago"
-
 
 def run(settings: OperatorSettings) -> None:
-    """Run the operator until stopped: leader election first, then kopf."""
+    """Run the operator until stopped: health and metrics first (standbys serve them
+    too), then leader election, then kopf."""
     if settings.kubeconfig:
         os.environ["KUBECONFIG"] = settings.kubeconfig
     api = api_client(settings.kubeconfig)
     use_as_default(api)
+    leading: list[Reconciler] = []
+
+    def live() -> str | None:
+        if not leading:
+            return None  # a standby waiting for the Lease is healthy
+        reconciler = leading[0]
+        return health.leader_check(
+            last_round=lambda: reconciler.last_round_at,
+            last_event=lambda: reconciler.last_gpunode_event,
+            watched_objects=lambda: len(reconciler.store.gpunodes),
+            resync_seconds=settings.resync_seconds,
+            watch_stale_seconds=settings.watch_stale_seconds,
+            clock=utc_now,
+        )
+
+    if settings.health_port:
+        health.serve(settings.health_port, live=live)
+    metrics.LEADER.set(0)
+    if settings.metrics_port:
+        start_http_server(settings.metrics_port)
     if settings.leader_election:
         wait_for_leadership(
             name=settings.lease_name,
@@ -83,10 +95,8 @@ def run(settings: OperatorSettings) -> None:
             lease_seconds=settings.lease_seconds,
         )
     metrics.LEADER.set(1)
-    if settings.metrics_port:
-        start_http_server(settings.metrics_port)
     reconciler = Reconciler(api, settings)
+    leading.append(reconciler)
     registry = kopf.OperatorRegistry()
     register(registry, reconciler)
-    liveness = f"http://0.0.0.0:{settings.health_port}/healthz" if settings.health_port else None
-    kopf.run(registry=registry, clusterwide=True, standalone=True, liveness_endpoint=liveness)
+    kopf.run(registry=registry, clusterwide=True, standalone=True)

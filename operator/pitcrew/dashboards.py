@@ -1,7 +1,7 @@
 """Grafana dashboards, as data: each panel is a title, PromQL and a unit.
 
 The JSON in ``charts/pitcrew/dashboards/`` is generated from these tables
-(``pitcrew dashboards``; a test fails on drift), and the e2e test runs every
+(``pitcrew chart``; ``make lint`` fails on drift), and the e2e test runs every
 expression below against a real Prometheus scraping a running operator, so
 a dashboard cannot ship a query that returns nothing.
 """
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 
 IN_SERVICE = 'phase=~"Healthy|Spare"'
 FLEET_GOODPUT = (
@@ -250,25 +249,6 @@ def files() -> dict[str, str]:
     return {
         f"{d.uid}.json": json.dumps(render(d), indent=2, sort_keys=True) + "\n" for d in DASHBOARDS
     }
-
-
-def write_all(folder: Path) -> list[Path]:
-    folder.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, text in files().items():
-        path = folder / name
-        path.write_text(text)
-        written.append(path)
-    return written
-
-
-def stale_files(folder: Path) -> list[Path]:
-    stale = []
-    for name, text in files().items():
-        path = folder / name
-        if not path.exists() or path.read_text() != text:
-            stale.append(path)
-    return stale
 
 
 def expressions(*, rate_interval: str = "1m") -> list[str]:

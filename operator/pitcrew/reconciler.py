@@ -110,6 +110,7 @@ class Reconciler:
         self.last_round_at: datetime.datetime = clock()
         self.last_resync_at: datetime.datetime = clock()
         self.warned_no_policy = False
+        self.last_gpunode_event: datetime.datetime | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.remediators: dict[RemediationAction, Remediator] = {
             RemediationAction.RESET_GPU: ResetGpu(
@@ -125,6 +126,8 @@ class Reconciler:
 
     def observe(self, kind: str, obj: dict[str, Any], *, deleted: bool = False) -> None:
         """Record a watch event and mark the nodes it concerns."""
+        if kind == "gpunode":
+            self.last_gpunode_event = self.clock()
         if kind == "run":
             self.store.put(kind, obj, deleted=deleted)
             self.wakeup.set()

@@ -36,6 +36,10 @@ class OperatorSettings(BaseModel):
     metrics_port: int = Field(default=8080, ge=0, le=65535)
     """Prometheus metrics (``/metrics``); 0 disables."""
     health_port: int = Field(default=8081, ge=0, le=65535)
-    """Liveness endpoint (``/healthz``, fails when the reconcile loop is stuck); 0 disables."""
+    """``/healthz`` and ``/readyz``: fail when the reconcile loop is stuck or the watches
+    froze (see :mod:`pitcrew.health`); 0 disables."""
+    watch_stale_seconds: float = Field(default=900.0, gt=0)
+    """No GPUNode event for this long while agents run means a frozen watch (agents
+    heartbeat every 5 minutes by default)."""
     accounting_seconds: float = Field(default=5.0, gt=0)
     """How often GPU time and job time are added up from the cache."""

@@ -36,7 +36,7 @@ from gpuhealth.active.sim import SimProbes
 from gpuhealth.backends.sim import SimBackend
 from gpuhealth.checks import Expectations
 from gpuhealth.faults import FaultListError, parse_faults
-from gpuhealth.models import MODELS, GpuModel, get_model
+from gpuhealth.models import GpuModel, get_model, model_for_product
 from gpuhealth.runner import Checker
 from pitcrew.agent import AgentCore
 from pitcrew.api.gpunode import ChecksStatus
@@ -57,7 +57,7 @@ PROBE_SUITES = {"quick": "quick", "standard": "full", "burn-in": "full"}
 
 def model_for(node: dict[str, Any]) -> GpuModel:
     product = (node["metadata"].get("labels") or {}).get("nvidia.com/gpu.product", "")
-    return next((m for m in MODELS.values() if m.product == product), get_model("H100"))
+    return model_for_product(product) or get_model("H100")
 
 
 class SimNode:

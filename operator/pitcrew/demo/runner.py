@@ -81,7 +81,7 @@ def policy(options: DemoOptions) -> dict[str, Any]:
                 "drain": {
                     "timeout": "1m",
                     "onTimeout": "force",
-                    "checkpointMaxDelay": "45s" if options.checkpoint_aware else "0s",
+                    "checkpointMaxDelay": "45s" if options.checkpoint_aware else "1s",
                 },
             },
             "spares": {"count": options.spares},

@@ -3,7 +3,9 @@
 The control plane (etcd, kube-apiserver, kube-controller-manager,
 kube-scheduler) is one multi-call binary from ``devcluster/``; kwok is a second
 binary from ``devcluster/kwok/``, a separate module so that its client-go
-version never has to agree with the control plane's.
+version never has to agree with the control plane's. helm, which the chart
+tests need, comes from ``devcluster/helm/`` the same way, cached on its own so
+that a helm upgrade never rebuilds the control plane.
 
 Binaries are cached outside the repository, keyed by a hash of the Go sources
 and module files: a cold build takes many minutes on two cores, a warm start
@@ -26,6 +28,7 @@ from pathlib import Path
 
 from pitcrew.devcluster.errors import DevclusterError
 
+HELM_SOURCE_FILES = ("helm/go.mod", "helm/go.sum")
 SOURCE_FILES = (
     "go.mod",
     "go.sum",
@@ -63,9 +66,9 @@ def cache_root() -> Path:
     return root / "pitcrew" / "devcluster"
 
 
-def source_key(src: Path) -> str:
+def source_key(src: Path, files: tuple[str, ...] = SOURCE_FILES) -> str:
     digest = hashlib.sha256()
-    for name in SOURCE_FILES:
+    for name in files:
         digest.update(name.encode())
         digest.update((src / name).read_bytes())
     return digest.hexdigest()[:16]
@@ -170,3 +173,32 @@ def ensure_built(*, log: Callable[[str], None] = print) -> Binaries:
     Path(f"{binaries.kwok}.tmp").rename(binaries.kwok)
     sys.stdout.flush()
     return binaries
+
+
+def ensure_helm(*, log: Callable[[str], None] = print) -> Path:
+    """Return the cached helm binary, building it from its Go module when needed."""
+    src = source_dir()
+    helm = cache_root() / f"helm-{source_key(src, HELM_SOURCE_FILES)}" / "helm"
+    if helm.is_file():
+        return helm
+    helm.parent.mkdir(parents=True, exist_ok=True)
+    log(f"Building helm from its Go module into {helm.parent} (once).")
+    _run_go(["mod", "download"], cwd=src / "helm", what="download helm modules", log=log)
+    match = re.search(r"^\s*helm\.sh/helm/v3 (v[0-9.]+)", (src / "helm/go.mod").read_text(), re.M)
+    stamp = f" -X helm.sh/helm/v3/internal/version.version={match.group(1)}" if match else ""
+    _run_go(
+        [
+            "build",
+            "-v",
+            "-ldflags",
+            f"-s -w{stamp}",
+            "-o",
+            f"{helm}.tmp",
+            "helm.sh/helm/v3/cmd/helm",
+        ],
+        cwd=src / "helm",
+        what="helm",
+        log=log,
+    )
+    Path(f"{helm}.tmp").rename(helm)
+    return helm

@@ -1,9 +1,10 @@
 """Install what Pitcrew needs into a devcluster, the way the Helm chart would.
 
 CRDs, the namespace, service accounts and least-privilege RBAC (from
-:mod:`pitcrew.rbac`), and a kubeconfig per service account (a token from the
-TokenRequest API) so that the operator and agents can run out-of-cluster
-with exactly the permissions they would have in a pod.
+:mod:`pitcrew.rbac`), the agent's admission policy (:mod:`pitcrew.admission`),
+and a kubeconfig per service account (a token from the TokenRequest API) so
+that the operator and agents can run out-of-cluster with exactly the
+permissions they would have in a pod.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 import yaml
 from kubernetes import client, utils
 
-from pitcrew import rbac
+from pitcrew import admission, rbac
 from pitcrew.kube import crds
 from pitcrew.kube.client import to_dict
 
@@ -33,18 +34,34 @@ def _apply(api: client.ApiClient, obj: dict[str, Any]) -> None:
 def install(api: client.ApiClient, *, namespace: str = "pitcrew-system") -> None:
     crds.install(api)
     _apply(api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    for obj in rbac.manifests(namespace):
+    for obj in [*rbac.manifests(namespace), *admission.manifests(namespace)]:
         _apply(api, obj)
 
 
 def service_account_kubeconfig(
-    api: client.ApiClient, *, component: str, namespace: str, path: Path
+    api: client.ApiClient,
+    *,
+    component: str,
+    namespace: str,
+    path: Path,
+    account: str | None = None,
+    bound_pod: dict[str, Any] | None = None,
 ) -> Path:
-    """Write a kubeconfig that authenticates as ``pitcrew-<component>``."""
-    name = rbac.account_name(component)
-    request = client.AuthenticationV1TokenRequest.model_validate(
-        {"spec": {"expirationSeconds": TOKEN_SECONDS, "audiences": []}}
-    )
+    """Write a kubeconfig that authenticates as ``pitcrew-<component>`` (or ``account``).
+
+    With ``bound_pod`` the token is bound to that pod, as a projected token in
+    the pod would be: the apiserver then knows the node it runs on."""
+    name = account or rbac.account_name(component)
+    spec: dict[str, Any] = {"expirationSeconds": TOKEN_SECONDS, "audiences": []}
+    if bound_pod is not None:
+        meta = bound_pod["metadata"]
+        spec["boundObjectRef"] = {
+            "kind": "Pod",
+            "apiVersion": "v1",
+            "name": meta["name"],
+            "uid": meta["uid"],
+        }
+    request = client.AuthenticationV1TokenRequest.model_validate({"spec": spec})
     answer = client.CoreV1Api(api).create_namespaced_service_account_token(name, namespace, request)
     token = to_dict(api, answer)["status"]["token"]
     configuration = api.configuration
