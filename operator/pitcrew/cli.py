@@ -343,7 +343,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if os.environ.get("PITCREW_DEBUG"):
         logging.getLogger("pitcrew").setLevel(logging.DEBUG)
-    for noisy in ("kopf.objects", "kubernetes.leaderelection", "leaderelection"):
+    for noisy in ("kopf.objects", "kubernetes.leaderelection", "leaderelection", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         return int(args.handler(args))

@@ -33,6 +33,10 @@ ROOT = Path(__file__).resolve().parents[3]
 CHART = ROOT / "charts" / "pitcrew"
 ALL_OPTIONS = Path(__file__).with_name("all-options.yaml")
 MONITORING = "monitoring.coreos.com/v1"
+MONITORING_KINDS = ("ServiceMonitor", "PodMonitor", "PrometheusRule")
+WITH_MONITORING = tuple(
+    flag for kind in MONITORING_KINDS for flag in ("--api-versions", f"{MONITORING}/{kind}")
+)
 RELEASE, CHART_NAMESPACE = "pc", "pitcrew-chart"
 PREFIX = f"{RELEASE}-pitcrew"
 
@@ -68,7 +72,7 @@ def test_the_chart_crds_are_the_generated_ones() -> None:
 def test_every_option_renders_what_it_says(helm: str) -> None:
     default = {(d["kind"], d["metadata"]["name"]) for d in render(helm)}
     assert ("ServiceMonitor", f"{PREFIX}-operator") not in default  # no monitoring API here
-    objects = render(helm, "-f", str(ALL_OPTIONS), "--api-versions", MONITORING)
+    objects = render(helm, "-f", str(ALL_OPTIONS), *WITH_MONITORING)
     kinds = {d["kind"] for d in objects}
     assert {"ServiceMonitor", "PodMonitor", "PrometheusRule", "NetworkPolicy"} <= kinds
     operator = next(d for d in objects if d["kind"] == "Deployment")
@@ -116,7 +120,7 @@ def test_every_rendered_object_passes_a_server_side_dry_run(
 ) -> None:
     install.install(api_client)  # the CRDs, so that custom resources are validated too
     run(kubectl(), "--kubeconfig", kubeconfig, "create", "namespace", CHART_NAMESPACE, check=False)
-    for flags in ((), ("-f", str(ALL_OPTIONS), "--api-versions", MONITORING)):
+    for flags in ((), ("-f", str(ALL_OPTIONS), *WITH_MONITORING)):
         # monitoring.coreos.com CRDs are not part of devcluster: those objects are
         # checked by the rendering test only.
         objects = [
