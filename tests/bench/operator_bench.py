@@ -35,6 +35,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -51,6 +52,7 @@ from pitcrew.kube.client import api_client
 
 NAMESPACE = "pitcrew-system"
 SETTLE_SECONDS = 60
+HALF = "bench.pitcrew.dev/half"
 FATAL = json.dumps([{"type": "xid", "gpu": 0, "code": 79}])
 
 
@@ -223,106 +225,106 @@ def report_times(api: client.ApiClient) -> dict[str, float]:
     return found
 
 
+def deployment(app: int, replicas: int) -> dict[str, object]:
+    """``replicas`` pods of one app, one per node (topology spread), on bench nodes only."""
+    labels = {"app": f"app-{app}"}
+    return {
+        "metadata": {"name": f"app-{app}"},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "topologySpreadConstraints": [
+                        {
+                            "maxSkew": 1,
+                            "topologyKey": "kubernetes.io/hostname",
+                            "whenUnsatisfiable": "DoNotSchedule",
+                            "labelSelector": {"matchLabels": labels},
+                            "nodeAffinityPolicy": "Honor",
+                        }
+                    ],
+                    "affinity": {
+                        "nodeAffinity": {
+                            "requiredDuringSchedulingIgnoredDuringExecution": {
+                                "nodeSelectorTerms": [
+                                    {"matchExpressions": [{"key": HALF, "operator": "Exists"}]}
+                                ]
+                            }
+                        }
+                    },
+                    "terminationGracePeriodSeconds": 1,
+                    "containers": [{"name": "c", "image": "app:1"}],
+                },
+            },
+        },
+    }
+
+
 def drain(args: argparse.Namespace, directory: Path) -> None:
-    total = args.nodes * 3
-    bench = Bench(directory, total)
+    """kubectl drain and Pitcrew drain the same kind of nodes, one after the other.
+
+    Four groups of ``--nodes``: the kubectl half, the Pitcrew half, and two
+    groups of empty sinks that join right before each drain, so both drains
+    move the same pods under the same PodDisruptionBudgets (20 % of each app
+    may be unavailable) into the same amount of free room."""
+    n = args.nodes
+    bench = Bench(directory, 4 * n)
     apps = client.AppsV1Api(bench.api)
-    policy = client.PolicyV1Api(bench.api)
+    budgets = client.PolicyV1Api(bench.api)
+
+    def label(indexes: range, value: str) -> None:
+        for i in indexes:
+            bench.core.patch_node(f"gpu-node-{i:04d}", {"metadata": {"labels": {HALF: value}}})
+
     try:
-        halves = {"kubectl": range(0, args.nodes), "pitcrew": range(args.nodes, 2 * args.nodes)}
-        for name, indexes in halves.items():
-            for i in indexes:
-                bench.core.patch_node(
-                    f"gpu-node-{i:04d}", {"metadata": {"labels": {"bench.pitcrew.dev/half": name}}}
-                )
-        bench.policy({"bench.pitcrew.dev/half": "pitcrew"})
+        label(range(0, n), "kubectl")
+        label(range(n, 2 * n), "pitcrew")
+        bench.policy({HALF: "pitcrew"})
         bench.start()
-        bench.wait_healthy(args.nodes)
+        bench.wait_healthy(n)
         bench.core.create_namespace({"metadata": {"name": "work"}})
-        replicas = args.nodes * 2  # one pod per node of both halves
         for app in range(args.pods):
-            labels = {"app": f"app-{app}"}
-            apps.create_namespaced_deployment(
+            apps.create_namespaced_deployment("work", deployment(app, 2 * n))
+            budgets.create_namespaced_pod_disruption_budget(
                 "work",
                 {
                     "metadata": {"name": f"app-{app}"},
                     "spec": {
-                        "replicas": replicas,
-                        "selector": {"matchLabels": labels},
-                        "template": {
-                            "metadata": {"labels": labels},
-                            "spec": {
-                                "topologySpreadConstraints": [
-                                    {
-                                        "maxSkew": 1,
-                                        "topologyKey": "kubernetes.io/hostname",
-                                        "whenUnsatisfiable": "DoNotSchedule",
-                                        "labelSelector": {"matchLabels": labels},
-                                        "nodeAffinityPolicy": "Honor",
-                                    }
-                                ],
-                                "affinity": {
-                                    "nodeAffinity": {
-                                        "requiredDuringSchedulingIgnoredDuringExecution": {
-                                            "nodeSelectorTerms": [
-                                                {
-                                                    "matchExpressions": [
-                                                        {
-                                                            "key": "bench.pitcrew.dev/half",
-                                                            "operator": "Exists",
-                                                        }
-                                                    ]
-                                                }
-                                            ]
-                                        }
-                                    }
-                                },
-                                "terminationGracePeriodSeconds": 1,
-                                "containers": [{"name": "c", "image": "app:1"}],
-                            },
-                        },
+                        "maxUnavailable": "20%",
+                        "selector": {"matchLabels": {"app": f"app-{app}"}},
                     },
                 },
             )
-            policy.create_namespaced_pod_disruption_budget(
-                "work",
-                {
-                    "metadata": {"name": f"app-{app}"},
-                    "spec": {"maxUnavailable": "20%", "selector": {"matchLabels": labels}},
-                },
-            )
-        expected = args.pods * replicas
-        while (
-            sum(
-                1
-                for p in bench.core.list_namespaced_pod("work").items
-                if p.status.phase == "Running"
-            )
-            < expected
-        ):
+        expected = args.pods * 2 * n
+        while running_pods(bench) < expected:
             time.sleep(2)
-        for i in range(2 * args.nodes, total):  # sinks join only now, empty
-            bench.core.patch_node(
-                f"gpu-node-{i:04d}", {"metadata": {"labels": {"bench.pitcrew.dev/half": "sink"}}}
-            )
-        print(f"{expected} pods running on {2 * args.nodes} nodes; draining", flush=True)
+        print(f"{expected} pods running on {2 * n} nodes; draining", flush=True)
+
+        label(range(2 * n, 3 * n), "sink")
         kubectl = shutil.which("kubectl") or str(Path(sys.executable).parent / "kubectl")
         started = time.monotonic()
-        subprocess.run(
-            [
-                kubectl,
-                "--kubeconfig",
-                bench.state.kubeconfig,
-                "drain",
-                *[f"gpu-node-{i:04d}" for i in halves["kubectl"]],
-                "--ignore-daemonsets",
-                "--delete-emptydir-data",
-                "--timeout=30m",
-            ],
-            check=True,
-            capture_output=True,
-        )
+        drained = subprocess.run(
+            [kubectl, "--kubeconfig", bench.state.kubeconfig, "drain", "-v=6",
+             *[f"gpu-node-{i:04d}" for i in range(0, n)],
+             "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=30m"],
+            check=True, capture_output=True, text=True,
+        )  # fmt: skip
         kubectl_s = time.monotonic() - started
+        kubectl_requests = sum(
+            1
+            for line in drained.stderr.splitlines()
+            if " https://" in line and "Response" not in line
+        )
+        print(f"kubectl drain: {kubectl_s:.1f}s, {kubectl_requests} API requests", flush=True)
+
+        label(range(3 * n, 4 * n), "sink")
+        time.sleep(5)
+        background = apiserver_requests(bench.api)
+        time.sleep(10)
+        background_rate = (apiserver_requests(bench.api) - background) / 10
+        before = apiserver_requests(bench.api)
         started = time.monotonic()
         with ThreadPoolExecutor(max_workers=32) as pool:
             list(
@@ -331,40 +333,60 @@ def drain(args: argparse.Namespace, directory: Path) -> None:
                         f"gpu-node-{i:04d}",
                         {"metadata": {"annotations": {"sim.pitcrew.dev/faults": FATAL}}},
                     ),
-                    halves["pitcrew"],
+                    range(n, 2 * n),
                 )
             )
-        pitcrew_nodes = {f"gpu-node-{i:04d}" for i in halves["pitcrew"]}
+        targets = {f"gpu-node-{i:04d}" for i in range(n, 2 * n)}
         while any(
-            p.spec.node_name in pitcrew_nodes for p in bench.core.list_namespaced_pod("work").items
+            p.spec.node_name in targets for p in bench.core.list_namespaced_pod("work").items
         ):
             time.sleep(0.5)
         pitcrew_s = time.monotonic() - started
+        pitcrew_requests = apiserver_requests(bench.api) - before - background_rate * pitcrew_s
         print(
-            f"drain of {args.nodes} nodes x {args.pods} pods with PDBs: kubectl drain "
-            f"{kubectl_s:.1f}s, Pitcrew {pitcrew_s:.1f}s, ratio {kubectl_s / pitcrew_s:.1f}x"
+            f"drain of {n} nodes x {args.pods} pods with PDBs: kubectl drain {kubectl_s:.1f}s "
+            f"({kubectl_requests} requests), Pitcrew {pitcrew_s:.1f}s (~{pitcrew_requests:.0f} "
+            f"requests above the background of {background_rate:.0f}/s), "
+            f"ratio {kubectl_s / pitcrew_s:.1f}x"
         )
     finally:
         bench.close()
 
 
-def apiserver_writes(api: client.ApiClient) -> float:
-    """GPUNode status applies counted by the apiserver (its own /metrics)."""
+def running_pods(bench: Bench) -> int:
+    return sum(
+        1 for p in bench.core.list_namespaced_pod("work").items if p.status.phase == "Running"
+    )
+
+
+def apiserver_metric(api: client.ApiClient, keep: Callable[[str], bool]) -> float:
+    """Sum of the apiserver_request_total series ``keep`` accepts (its own /metrics)."""
     method, url, headers, _, _ = api.param_serialize(
         "GET", "/metrics", auth_settings=["BearerToken"]
     )
     response = api.call_api(method, url, header_params=headers)
     response.read()
-    total = 0.0
-    for line in response.data.decode().splitlines():
-        if (
-            line.startswith("apiserver_request_total{")
-            and 'resource="gpunodes"' in line
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in response.data.decode().splitlines()
+        if line.startswith("apiserver_request_total{") and keep(line)
+    )
+
+
+def apiserver_requests(api: client.ApiClient) -> float:
+    return apiserver_metric(api, lambda _: True)
+
+
+def apiserver_writes(api: client.ApiClient) -> float:
+    """GPUNode status applies counted by the apiserver."""
+    return apiserver_metric(
+        api,
+        lambda line: (
+            'resource="gpunodes"' in line
             and 'subresource="status"' in line
             and 'verb="APPLY"' in line
-        ):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
+        ),
+    )
 
 
 def idle(args: argparse.Namespace, directory: Path) -> None:
