@@ -19,7 +19,7 @@ from typing import Any, cast
 
 from gpuhealth.models import UnknownGpuModelError, get_model
 from pitcrew import chartgen, devcluster
-from pitcrew.api import crdgen
+from pitcrew.api import crdgen, docgen
 from pitcrew.api.meta import parse_duration
 from pitcrew.devcluster import build
 from pitcrew.settings import OperatorSettings
@@ -82,9 +82,20 @@ def _generated(
 
 
 def _crds(args: argparse.Namespace) -> int:
-    return _generated(
+    failed = _generated(
         args, folders=CRD_FOLDERS, write_all=crdgen.write_all, stale_files=crdgen.stale_files
     )
+    if args.out:
+        return failed
+    reference = docgen.render()
+    if args.check:
+        if not docgen.FILE.exists() or docgen.FILE.read_text() != reference:
+            print(f"{docgen.FILE} is stale; run `pitcrew crds`", file=sys.stderr)
+            return 1
+        return failed
+    docgen.FILE.write_text(reference)
+    print(f"wrote {docgen.FILE}")
+    return failed
 
 
 def _chart(args: argparse.Namespace) -> int:

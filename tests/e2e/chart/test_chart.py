@@ -83,6 +83,12 @@ def test_every_option_renders_what_it_says(helm: str) -> None:
     assert "volumes" not in agent  # kernelLog off: no /dev/kmsg
     policy = next(d for d in objects if d["kind"] == "GPUHealthPolicy")
     assert policy["metadata"]["name"] == "h100-pool"
+    assert policy["spec"]["validation"]["priorityClassName"] == "gpu-probes"
+    probes = next(d for d in objects if d["kind"] == "PriorityClass")
+    assert (probes["metadata"]["name"], probes["value"]) == ("gpu-probes", -1000)
+    default_policy = next(d for d in render(helm) if d["kind"] == "GPUHealthPolicy")
+    assert default_policy["spec"]["validation"] == {"priorityClassName": "pitcrew-probe"}
+    assert default_policy["spec"]["safety"] == {"maxUnhealthy": "10%", "dryRun": False}
 
 
 def test_no_pod_is_privileged_and_all_run_restricted(helm: str) -> None:

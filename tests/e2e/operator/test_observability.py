@@ -8,7 +8,9 @@ dashboard must return data.
 
 from __future__ import annotations
 
+import json
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,7 +49,7 @@ def test_alert_rules_are_valid_and_their_unit_tests_pass() -> None:
 
 
 def test_goodput_after_a_fault_and_every_dashboard_query_returns_data(
-    fleet_factory: type[Fleet], workload_namespace: str, prometheus: Prometheus
+    fleet_factory: type[Fleet], workload_namespace: str, prometheus: Prometheus, kubeconfig: str
 ) -> None:
     fleet = fleet_factory(size=4)
     fleet.policy(remediation=STUCK_LADDER)
@@ -93,3 +95,13 @@ def test_goodput_after_a_fault_and_every_dashboard_query_returns_data(
     assert [s["metric"]["cause"] for s in interruptions] == ["node-fault"]
     empty = [e for e in dashboards.expressions(rate_interval="1m") if not prometheus.query(e)]
     assert empty == []
+
+    shown = subprocess.run(
+        [sys.executable, "-m", "pitcrew.cli", "status", "--kubeconfig", kubeconfig, "-o", "json"],
+        check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    report = json.loads(shown.stdout)
+    pool = next(p for p in report["pools"] if p["pool"] == fleet.group)
+    assert pool["unhealthy"] == 1
+    assert 0 < pool["goodputLastHour"] < 1
+    assert fleet.nodes[0] in [n["node"] for n in report["unhealthy"]]
