@@ -212,9 +212,10 @@ def plan(
 
     status = _single_stage(spec, status, by_name, now)
     if any(n.result in (PENDING, RUNNING) for n in status.nodes):
-        return RunPlan(
-            status=status, requested=frozenset(n.node for n in status.nodes if n.result is RUNNING)
-        )
+        # Nodes that passed stay out of service for the pair tests: released in
+        # between, they would take work and be pulled out again (and found busy).
+        held = frozenset(n.node for n in status.nodes if n.result in (RUNNING, PASS))
+        return RunPlan(status=status, requested=held)
 
     return _pair_stage(spec, status, by_name, now)
 

@@ -17,7 +17,7 @@ from pitcrew.validation import Candidate, plan
 
 T0 = datetime.datetime(2026, 12, 1, tzinfo=datetime.UTC)
 SELECTOR = {"matchLabels": {"rack": "r1"}}
-PASS, FAIL = NodeResultStatus.PASS, NodeResultStatus.FAIL
+PASS, FAIL, RUNNING = NodeResultStatus.PASS, NodeResultStatus.FAIL, NodeResultStatus.RUNNING
 
 
 def spec(**fields: object) -> ValidationRunSpec:
@@ -67,6 +67,24 @@ def test_rolling_start_respects_max_concurrent_nodes() -> None:
     )
     assert first.status.phase is RunPhase.RUNNING
     assert first.requested == {"n0", "n1"}
+
+
+def test_nodes_that_passed_stay_held_while_the_others_validate() -> None:
+    run = spec(maxConcurrentNodes=2)
+    started = plan(spec=run, status=ValidationRunStatus(), candidates=candidates(4), now=T0)
+    later = T0 + datetime.timedelta(minutes=1)
+    first_done = [
+        c if c.name in ("n0", "n1") else c.__class__(c.name, c.phase, c.group)
+        for c in candidates(4, probe_at=later)
+    ]
+    rolling = plan(spec=run, status=started.status, candidates=first_done, now=later)
+    assert rolling.requested == {"n0", "n1", "n2", "n3"}  # n0, n1 passed and are held
+    assert {n.node: n.result for n in rolling.status.nodes} == {
+        "n0": PASS,
+        "n1": PASS,
+        "n2": RUNNING,
+        "n3": RUNNING,
+    }
 
 
 def test_single_node_results_then_pairs_then_success() -> None:
