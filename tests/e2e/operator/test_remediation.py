@@ -108,13 +108,16 @@ def test_redfish_reboot_reaches_the_bmc(
         fleet.wait_phase(node, "Healthy")
         assert system_power(bmc) == "On"
         fleet.inject(node, FATAL_XID)
+        # The fake BMC power-cycles the system: Off for a moment, then On again.
+        eventually(
+            lambda: system_power(bmc) == "Off", timeout=30, interval=0.05, what="the BMC's reset"
+        )
         started = eventually(
             lambda: next((e for e in fleet.events(node) if e.reason == "RemediationStarted"), None),
             timeout=30,
             what="RemediationStarted event",
         )
         assert "Redfish ForceRestart" in started.message
-        assert system_power(bmc) == "Off"  # the fake BMC is power-cycling the system
         fleet.wait_phase(node, "Healthy", timeout=90)
     finally:
         core.delete_namespaced_secret(secret, NAMESPACE)
