@@ -192,6 +192,20 @@ class Fleet:
             if e.involved_object.name == node and e.involved_object.kind == kind
         ]
 
+    def wait_events(self, node: str, *reasons: str, timeout: float = 15.0) -> list[str]:
+        """Wait until the node has Events with all ``reasons`` (Pitcrew posts Events
+        from a background thread, a moment after the action); all reasons seen."""
+        found: list[str] = eventually(
+            lambda: (
+                (seen := [e.reason for e in self.events(node)])
+                and set(reasons) <= set(seen)
+                and seen
+            ),
+            timeout=timeout,
+            what=f"events {reasons} on {node}",
+        )
+        return found
+
     def cleanup(self) -> None:
         with contextlib.suppress(client.ApiException):
             self.custom.delete_cluster_custom_object(

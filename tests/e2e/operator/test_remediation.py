@@ -289,8 +289,10 @@ def test_failed_repairs_climb_the_ladder_then_retire(fleet_factory: type[Fleet])
     assert retired["status"]["reason"] == "LadderRetire"
     assert fleet.taints(node)["pitcrew.dev/retired"] == "LadderRetire"
     assert fleet.node(node).spec.unschedulable
-    reasons = [e.reason for e in fleet.events(node)]
-    assert reasons.count("RemediationTimedOut") >= 2
+    eventually(
+        lambda: [e.reason for e in fleet.events(node)].count("RemediationTimedOut") >= 2,
+        what="two timed-out rungs recorded",
+    )
     eventually(
         lambda: "RemediationFailed" in {e.reason for e in fleet.events(node)},
         what="the closed webhook port reported",

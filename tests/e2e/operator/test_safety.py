@@ -77,8 +77,7 @@ def test_dry_run_decides_and_records_but_writes_nothing(
         .items
     )
     assert jobs == []
-    reasons = {e.reason for e in fleet.events(node)}
-    assert {"DryRunXid", "DryRunDraining"} <= reasons
+    fleet.wait_events(node, "DryRunXid", "DryRunDraining")
 
 
 def test_spare_is_released_when_a_node_is_quarantined(fleet_factory: type[Fleet]) -> None:
@@ -96,7 +95,7 @@ def test_spare_is_released_when_a_node_is_quarantined(fleet_factory: type[Fleet]
         timeout=20,
         what="spare taint removed",
     )
-    assert "SpareReleased" in {e.reason for e in fleet.events(spare)}
+    fleet.wait_events(spare, "SpareReleased")
     # Once the victim is repaired the fleet wants a spare again and any idle node
     # (the released one included) may be held back: what matters is that the
     # released spare went into service.
