@@ -40,6 +40,7 @@ from pitcrew.kube.client import api_client, request
 FAULTS = "sim.pitcrew.dev/faults"
 OPERATOR_NAMESPACE = "pitcrew-system"
 IN_SERVICE = ("Healthy", "Spare")
+ACTIONS_KEPT = 100
 
 
 @dataclass(frozen=True)
@@ -284,6 +285,9 @@ class Demo:
             self.seen_events.add(key)
             node = event["involvedObject"]["name"]
             self.actions.append(f"{node}: {event['reason']}: {event['message']}"[:160])
+        del self.actions[
+            :-ACTIONS_KEPT
+        ]  # the screen shows the last ten; a day-long run stays small
 
     def _metrics(self) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
         url = f"http://127.0.0.1:{self.metrics_port}/metrics"
