@@ -113,6 +113,7 @@ def _operator(args: argparse.Namespace) -> int:
     settings = OperatorSettings(
         kubeconfig=args.kubeconfig,
         namespace=args.namespace,
+        account_prefix=args.account_prefix,
         dry_run=args.dry_run,
         metrics_port=args.metrics_port,
         health_port=args.health_port,
@@ -245,6 +246,9 @@ def _add_runtime(commands: Commands) -> None:
     operator = commands.add_parser("operator", help="run the operator (kopf, leader election)")
     operator.add_argument("--kubeconfig", default=None)
     operator.add_argument("--namespace", default="pitcrew-system")
+    operator.add_argument(
+        "--account-prefix", default="pitcrew", help="ServiceAccounts of Jobs: <prefix>-probe, ..."
+    )
     operator.add_argument(
         "--dry-run",
         action="store_true",

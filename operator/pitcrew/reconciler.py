@@ -51,6 +51,7 @@ from pitcrew.kube.convert import node_view, policy_view
 from pitcrew.kube.events import Recorder, Ref, gpunode_ref, node_ref
 from pitcrew.lifecycle import Decision, decide
 from pitcrew.node_edits import NodeAction
+from pitcrew.rbac import account_name
 from pitcrew.remediators import RemediationError, RemediationRequest, Remediator
 from pitcrew.remediators.clusterapi import ClusterApi
 from pitcrew.remediators.redfish import RedfishReboot
@@ -114,7 +115,10 @@ class Reconciler:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.remediators: dict[RemediationAction, Remediator] = {
             RemediationAction.RESET_GPU: ResetGpu(
-                api, namespace=settings.namespace, image=settings.remediation_image
+                api,
+                namespace=settings.namespace,
+                image=settings.remediation_image,
+                service_account=account_name("remediation", settings.account_prefix),
             ),
             RemediationAction.REBOOT: RedfishReboot(api),
             RemediationAction.REIMAGE: Webhook(),
@@ -490,6 +494,7 @@ class Reconciler:
             image=self.settings.probe_image,
             deadline_seconds=int(parse_duration(spec.timeout).total_seconds()),
             priority_class=spec.priority_class_name,
+            service_account=account_name("probe", self.settings.account_prefix),
         )
         if jobs.create(self.api, job):
             self._event(

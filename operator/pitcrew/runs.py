@@ -30,6 +30,7 @@ from pitcrew.kube import gpunodes, jobs, nodes
 from pitcrew.kube.client import OPERATOR_MANAGER, PROBE_MANAGER, retrying
 from pitcrew.kube.convert import matches
 from pitcrew.kube.events import Recorder, Ref
+from pitcrew.rbac import account_name
 from pitcrew.settings import OperatorSettings
 from pitcrew.store import Store
 from pitcrew.validation import Candidate, RunPlan, plan
@@ -127,6 +128,7 @@ class Runs:
             image=self.settings.probe_image,
             gpus=int(capacity.get("nvidia.com/gpu", 8)),
             deadline_seconds=int(parse_duration(spec.timeout).total_seconds()),
+            service_account=account_name("probe", self.settings.account_prefix),
         ):
             jobs.create(self.api, job)
 

@@ -16,6 +16,9 @@ class OperatorSettings(BaseModel):
     """Path to a kubeconfig; default ``$KUBECONFIG``, else the pod's service account."""
     namespace: str = "pitcrew-system"
     """Namespace of the Lease, probe Jobs and remediation Jobs."""
+    account_prefix: str = "pitcrew"
+    """Prefix of the ServiceAccounts the Jobs run as (``<prefix>-probe``,
+    ``<prefix>-remediation``): the chart's full name."""
     dry_run: bool = False
     """Global dry run: decide and record (Events, GPUNode status), never write to
     Nodes, Pods or Jobs, and call no remediator. Policies can also set it."""

@@ -83,7 +83,7 @@ def probe_job(
     image: str,
     deadline_seconds: int,
     priority_class: str,
-    service_account: str = "pitcrew-probe",
+    service_account: str,
 ) -> dict[str, Any]:
     container = {
         "name": "probe",
@@ -116,7 +116,7 @@ def reset_job(
     gpus: tuple[int, ...],
     image: str,
     deadline_seconds: int,
-    service_account: str = "pitcrew-remediation",
+    service_account: str,
 ) -> dict[str, Any]:
     target = ["-i", ",".join(str(g) for g in gpus)] if gpus else []
     container = {
@@ -169,7 +169,7 @@ def pair_jobs(
     image: str,
     gpus: int,
     deadline_seconds: int,
-    service_account: str = "pitcrew-probe",
+    service_account: str,
 ) -> list[dict[str, Any]]:
     """Two Jobs, one per node, that run one multi-node all-reduce together.
 

@@ -14,8 +14,11 @@ from pitcrew.remediators.base import RemediationRequest
 
 
 class ResetGpu:
-    def __init__(self, api: client.ApiClient, *, namespace: str, image: str) -> None:
+    def __init__(
+        self, api: client.ApiClient, *, namespace: str, image: str, service_account: str
+    ) -> None:
         self.api, self.namespace, self.image = api, namespace, image
+        self.service_account = service_account
 
     def start(self, request: RemediationRequest) -> str:
         job = jobs.reset_job(
@@ -25,6 +28,7 @@ class ResetGpu:
             gpus=request.gpus,
             image=self.image,
             deadline_seconds=request.timeout_seconds,
+            service_account=self.service_account,
         )
         created = jobs.create(self.api, job)
         target = ",".join(map(str, request.gpus)) or "all GPUs"

@@ -79,7 +79,9 @@ def test_every_option_renders_what_it_says(helm: str) -> None:
     assert {"ServiceMonitor", "PodMonitor", "PrometheusRule", "NetworkPolicy"} <= kinds
     operator = next(d for d in objects if d["kind"] == "Deployment")
     assert operator["spec"]["replicas"] == 3
-    assert "--dry-run" in operator["spec"]["template"]["spec"]["containers"][0]["args"]
+    args = operator["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--dry-run" in args
+    assert f"--account-prefix={PREFIX}" in args  # Jobs run as the release's own accounts
     agent = next(d for d in objects if d["kind"] == "DaemonSet")["spec"]["template"]["spec"]
     assert agent["runtimeClassName"] == "nvidia"
     assert "volumes" not in agent  # kernelLog off: no /dev/kmsg
@@ -187,6 +189,7 @@ def test_operator_and_agent_work_with_the_charts_service_accounts(
         )  # fmt: skip
         processes.start(
             "operator", "operator", "--kubeconfig", str(operator), "--namespace", CHART_NAMESPACE,
+            "--account-prefix", PREFIX,
             "--identity", "chart-operator", "--lease-seconds", "4", "--resync-seconds", "2",
             "--metrics-port", "0", "--health-port", "0",
         )  # fmt: skip
