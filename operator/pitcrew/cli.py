@@ -120,6 +120,7 @@ def _operator(args: argparse.Namespace) -> int:
         leader_election=not args.no_leader_election,
         **({"identity": args.identity} if args.identity else {}),
         **({"probe_image": args.probe_image} if args.probe_image else {}),
+        **({"probe_resources": args.probe_resources} if args.probe_resources else {}),
         **({"remediation_image": args.remediation_image} if args.remediation_image else {}),
         lease_seconds=args.lease_seconds,
         resync_seconds=args.resync_seconds,
@@ -261,6 +262,12 @@ def _add_runtime(commands: Commands) -> None:
     operator.add_argument("--lease-seconds", type=int, default=15)
     operator.add_argument("--resync-seconds", type=float, default=15.0)
     operator.add_argument("--probe-image", default=None, help="image of probe Jobs")
+    operator.add_argument(
+        "--probe-resources",
+        type=json.loads,
+        default=None,
+        help='probe pods\' CPU/memory as JSON: {"requests": {"cpu": "8"}, "limits": {...}}',
+    )
     operator.add_argument(
         "--remediation-image", default=None, help="image with nvidia-smi for reset-gpu Jobs"
     )

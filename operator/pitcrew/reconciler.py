@@ -495,6 +495,7 @@ class Reconciler:
             deadline_seconds=int(parse_duration(spec.timeout).total_seconds()),
             priority_class=spec.priority_class_name,
             service_account=account_name("probe", self.settings.account_prefix),
+            resources=self.settings.probe_resources,
         )
         if jobs.create(self.api, job):
             self._event(

@@ -34,6 +34,9 @@ class OperatorSettings(BaseModel):
     workers: int = Field(default=32, ge=1, le=512)
     """Threads executing actions against the API in parallel."""
     probe_image: str = "ghcr.io/pitcrew-dev/pitcrew-probe:0.1.0"
+    probe_resources: dict[str, dict[str, str]] = Field(default_factory=dict)
+    """CPU and memory ``requests``/``limits`` of probe pods; their GPUs are always
+    the node's whole ``nvidia.com/gpu`` capacity."""
     remediation_image: str = "nvcr.io/nvidia/cuda:12.6.2-base-ubuntu24.04"
     """Image with ``nvidia-smi`` for the reset-gpu Job."""
     metrics_port: int = Field(default=8080, ge=0, le=65535)

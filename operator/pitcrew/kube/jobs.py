@@ -84,12 +84,20 @@ def probe_job(
     deadline_seconds: int,
     priority_class: str,
     service_account: str,
+    resources: dict[str, dict[str, str]] | None = None,
 ) -> dict[str, Any]:
+    """A probe Job: the node's GPUs to itself, plus the CPU and memory ``resources``
+    say (a GPU request always equals its limit, so it is set in both)."""
+    requested = resources or {}
+    gpu = {"nvidia.com/gpu": str(gpus)}
     container = {
         "name": "probe",
         "image": image,
         "command": ["pitcrew", "probe", "--node", node, "--suite", suite],
-        "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
+        "resources": {
+            "requests": {**requested.get("requests", {}), **gpu},
+            "limits": {**requested.get("limits", {}), **gpu},
+        },
         "securityContext": {
             "allowPrivilegeEscalation": False,
             "runAsNonRoot": True,

@@ -10,6 +10,7 @@ writes another node's GPUNode.
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -82,6 +83,8 @@ def test_every_option_renders_what_it_says(helm: str) -> None:
     args = operator["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--dry-run" in args
     assert f"--account-prefix={PREFIX}" in args  # Jobs run as the release's own accounts
+    resources = next(a for a in args if a.startswith("--probe-resources="))
+    assert json.loads(resources.split("=", 1)[1])["requests"]["memory"] == "16Gi"
     agent = next(d for d in objects if d["kind"] == "DaemonSet")["spec"]["template"]["spec"]
     assert agent["runtimeClassName"] == "nvidia"
     assert "volumes" not in agent  # kernelLog off: no /dev/kmsg
@@ -117,6 +120,7 @@ def test_no_pod_is_privileged_and_all_run_restricted(helm: str) -> None:
         ("operator.replica=2", "additional properties 'replica' not allowed"),
         ("probes.priorityClass.value=1000", "maximum: got 1,000, want 0"),
         ("metrics.port=99999", "maximum: got 99,999, want 65,535"),
+        ("probes.resources.requests.gpu=1", "value must be one of 'cpu', 'memory'"),
     ],
 )
 def test_wrong_values_are_refused_with_a_clear_message(helm: str, flag: str, message: str) -> None:
