@@ -58,7 +58,8 @@ class Accountant:
             "lastHour": self.fleet.goodput(pool, window=datetime.timedelta(hours=1), now=now),
             "lastDay": self.fleet.goodput(pool, window=datetime.timedelta(days=1), now=now),
         }
-        return {k: round(v, 4) for k, v in found.items() if v is not None}
+        # Three decimals (0.1 %): finer would rewrite the policy status on every tick.
+        return {k: round(v, 3) for k, v in found.items() if v is not None}
 
     def _fleet(self, now: datetime.datetime) -> frozenset[str]:
         """Account GPU time; returns the nodes out of service."""

@@ -9,6 +9,7 @@ for an error we understand.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import logging
 import os
@@ -17,11 +18,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
+from kubernetes import client
+from rich.console import Console
+
 from gpuhealth.models import UnknownGpuModelError, get_model
-from pitcrew import chartgen, devcluster
+from pitcrew import chartgen, devcluster, fleet_status
 from pitcrew.api import crdgen, docgen
-from pitcrew.api.meta import parse_duration
+from pitcrew.api.meta import GROUP, VERSION, parse_duration
 from pitcrew.devcluster import build
+from pitcrew.kube.client import api_client
 from pitcrew.settings import OperatorSettings
 
 DEFAULT_DIR = Path(".devcluster")
@@ -148,7 +153,6 @@ def _agent(args: argparse.Namespace) -> int:
 def _sim_agents(args: argparse.Namespace) -> int:
     from prometheus_client import start_http_server  # noqa: PLC0415
 
-    from pitcrew.kube.client import api_client  # noqa: PLC0415
     from pitcrew.sim_agents import SimAgents  # noqa: PLC0415
 
     if args.metrics_port:
@@ -162,8 +166,6 @@ def _sim_agents(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from rich.console import Console  # noqa: PLC0415
-
     from pitcrew.demo.runner import Demo, DemoOptions  # noqa: PLC0415
 
     options = DemoOptions(
@@ -181,15 +183,6 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    import datetime  # noqa: PLC0415
-
-    from kubernetes import client  # noqa: PLC0415
-    from rich.console import Console  # noqa: PLC0415
-
-    from pitcrew import fleet_status  # noqa: PLC0415
-    from pitcrew.api.meta import GROUP, VERSION  # noqa: PLC0415
-    from pitcrew.kube.client import api_client  # noqa: PLC0415
-
     custom = client.CustomObjectsApi(api_client(args.kubeconfig))
 
     def items(plural: str) -> list[dict[str, Any]]:

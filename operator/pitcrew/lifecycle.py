@@ -334,11 +334,13 @@ def _spares_wanted(b: _Builder) -> int:
     return max(0, b.policy.spec.spares.count - b.fleet.count(*safety.UNHEALTHY_PHASES))
 
 
-def _lift_cordon(b: _Builder, reason: str, message: str) -> None:
-    """Undo Pitcrew's cordon and out-of-service taints (never someone else's cordon)."""
-    if b.node.cordoned_by_pitcrew or any(
-        b.node.has_taint(t) for t in (QUARANTINE_TAINT, VALIDATING_TAINT, RETIRED_TAINT)
-    ):
+def _lift_cordon(b: _Builder, reason: str, message: str, *, spare_too: bool = False) -> None:
+    """Undo Pitcrew's cordon and out-of-service taints (never someone else's cordon);
+    the spare taint too when the node goes into service."""
+    taints: tuple[str, ...] = (QUARANTINE_TAINT, VALIDATING_TAINT, RETIRED_TAINT)
+    if spare_too:
+        taints = (*taints, SPARE_TAINT)
+    if b.node.cordoned_by_pitcrew or any(b.node.has_taint(t) for t in taints):
         b.actions.append(a.Uncordon(reason, message))
 
 
@@ -351,10 +353,7 @@ def _back_in_service(b: _Builder, reason: str, message: str) -> None:
         b.actions.append(a.SetTaint(SPARE_TAINT, "true", "HeldAsSpare", "tainted as a hot spare"))
         return
     b.go(Phase.HEALTHY, reason, message)
-    if b.node.has_taint(SPARE_TAINT):
-        b.actions.append(a.Uncordon(reason, f"back in service: {message}"))
-    else:
-        _lift_cordon(b, reason, f"back in service: {message}")
+    _lift_cordon(b, reason, f"back in service: {message}", spare_too=True)
 
 
 def _validating(b: _Builder) -> None:
