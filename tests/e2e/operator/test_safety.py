@@ -83,10 +83,16 @@ def test_dry_run_decides_and_records_but_writes_nothing(
 def test_spare_is_released_when_a_node_is_quarantined(fleet_factory: type[Fleet]) -> None:
     fleet = fleet_factory(size=3)
     fleet.policy(spares={"count": 1})
-    spare = eventually(
-        lambda: next((n for n in fleet.nodes if fleet.phase(n) == "Spare"), None), what="a spare"
-    )
-    assert fleet.taints(spare)["pitcrew.dev/spare"] == "true"
+
+    def settled() -> str | None:
+        phases = {n: fleet.phase(n) for n in fleet.nodes}
+        spares = [n for n, p in phases.items() if p == "Spare"]
+        in_service = sorted(phases.values()) == ["Healthy", "Healthy", "Spare"]
+        if in_service and "pitcrew.dev/spare" in fleet.taints(spares[0]):
+            return spares[0]
+        return None
+
+    spare = eventually(settled, what="one tainted spare and two nodes in service")
     victim = next(n for n in fleet.nodes if n != spare)
     before = len(fleet.history(spare))
     fleet.inject(victim, FATAL_XID)
