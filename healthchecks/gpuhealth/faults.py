@@ -87,6 +87,30 @@ class NvlinkCrcStorm(FaultBase):
     per_minute: float = Field(default=1000.0, gt=0)
 
 
+class RetiredPages(FaultBase):
+    type: Literal["retired-pages"]
+    gpu: GpuIndex
+    sbe: int = Field(default=0, ge=0, description="Pages retired for repeated correctable errors.")
+    dbe: int = Field(default=0, ge=0, description="Pages retired for uncorrectable errors.")
+    pending: bool = False
+
+
+class PcieReplayStorm(FaultBase):
+    type: Literal["pcie-replay-storm"]
+    gpu: GpuIndex
+    per_minute: float = Field(gt=0)
+
+
+class MigEnabled(FaultBase):
+    type: Literal["mig-enabled"]
+    gpu: GpuIndex
+
+
+class PersistenceOff(FaultBase):
+    type: Literal["persistence-off"]
+    gpu: GpuIndex
+
+
 class SlowGemm(FaultBase):
     type: Literal["slow-gemm"]
     gpu: GpuIndex
@@ -120,6 +144,23 @@ class IbFlapping(FaultBase):
     per_hour: float = Field(gt=0)
 
 
+class IbPortMissing(FaultBase):
+    type: Literal["ib-port-missing"]
+    port: str = Field(min_length=1, max_length=64)
+
+
+class IbRateDegraded(FaultBase):
+    type: Literal["ib-rate-degraded"]
+    port: str = Field(min_length=1, max_length=64)
+    rate_gbps: float = Field(gt=0, description="The rate the port trained at, e.g. 200.")
+
+
+class IbSymbolErrors(FaultBase):
+    type: Literal["ib-symbol-errors"]
+    port: str = Field(min_length=1, max_length=64)
+    per_minute: float = Field(gt=0)
+
+
 Fault = Annotated[
     Xid
     | GpuMissing
@@ -127,6 +168,10 @@ Fault = Annotated[
     | EccSbeStorm
     | RowRemapPending
     | RowRemapFailure
+    | RetiredPages
+    | PcieReplayStorm
+    | MigEnabled
+    | PersistenceOff
     | ThermalSlowdown
     | PowerBrake
     | PcieDowntrain
@@ -137,7 +182,10 @@ Fault = Annotated[
     | SlowNccl
     | DriverMismatch
     | IbPortDown
-    | IbFlapping,
+    | IbFlapping
+    | IbPortMissing
+    | IbRateDegraded
+    | IbSymbolErrors,
     Field(discriminator="type"),
 ]
 

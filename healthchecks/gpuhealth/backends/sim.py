@@ -2,10 +2,10 @@
 
 Healthy values follow the model table (PCIe generation and width, NVLink link
 count, slowdown temperature, power). Faults from :mod:`gpuhealth.faults` are
-applied on top, and counters that a storm drives (SBE ECC, NVLink CRC, IB
-link-downed) grow with the time since the fault was injected, read from the
-backend's clock; so rate checks see a rate, exactly as on hardware, and tests
-control time instead of sleeping.
+applied on top, and counters that a storm drives (SBE ECC, PCIe replays,
+NVLink CRC, IB link-downed and symbol errors) grow with the time since the
+fault was injected, read from the backend's clock; so rate checks see a rate,
+exactly as on hardware, and tests control time instead of sleeping.
 
 An ``xid`` fault produces one XID event the first time it is sampled, as the
 driver logs it once; it stays in the fault list (the annotation) until
@@ -115,6 +115,10 @@ class SimBackend:
         pcie_gen, pcie_width = model.pcie_gen, model.pcie_width
         for downtrain in self._of(f.PcieDowntrain, index):
             pcie_gen, pcie_width = downtrain.gen, downtrain.width
+        retired = self._of(f.RetiredPages, index)
+        replays = sum(
+            x.per_minute * self._minutes_since(x) for x in self._of(f.PcieReplayStorm, index)
+        )
         down = {x.link for x in self._of(f.NvlinkDown, index)}
         crc = {
             x.link: x.per_minute * self._minutes_since(x) for x in self._of(f.NvlinkCrcStorm, index)
@@ -133,20 +137,20 @@ class SimBackend:
             remap_uncorrectable=dbe,
             remap_pending=self._has(f.RowRemapPending, index) or dbe > 0,
             remap_failure=self._has(f.RowRemapFailure, index),
-            retired_pages_sbe=0,
-            retired_pages_dbe=0,
-            retired_pages_pending=False,
+            retired_pages_sbe=sum(x.sbe for x in retired),
+            retired_pages_dbe=sum(x.dbe for x in retired),
+            retired_pages_pending=any(x.pending for x in retired),
             pcie_gen=pcie_gen,
             pcie_width=pcie_width,
             pcie_max_gen=model.pcie_gen,
             pcie_max_width=model.pcie_width,
-            pcie_replay=0,
+            pcie_replay=int(replays),
             nvlinks=tuple(
                 NvLinkSample(link=link, active=link not in down, crc_errors=int(crc.get(link, 0)))
                 for link in range(model.nvlink_links)
             ),
-            mig_enabled=False,
-            persistence_mode=True,
+            mig_enabled=self._has(f.MigEnabled, index),
+            persistence_mode=not self._has(f.PersistenceOff, index),
             vbios_version=HEALTHY_VBIOS,
         )
 
@@ -187,13 +191,25 @@ class SimBackend:
     def _ib_ports(self) -> tuple[IbPortSample, ...]:
         elapsed = (self.clock() - self.started).total_seconds()
         ports = []
+        missing = {x.port for x in self._of(f.IbPortMissing)}
         for index in range(IB_PORTS):
             name = f"mlx5_{index}/1"
+            if name in missing:
+                continue
             is_down = any(x.port == name for x in self._of(f.IbPortDown))
             flaps = sum(
                 x.per_hour * self._minutes_since(x) / 60.0
                 for x in self._of(f.IbFlapping)
                 if x.port == name
+            )
+            symbols = sum(
+                x.per_minute * self._minutes_since(x)
+                for x in self._of(f.IbSymbolErrors)
+                if x.port == name
+            )
+            rate = min(
+                (x.rate_gbps for x in self._of(f.IbRateDegraded) if x.port == name),
+                default=IB_RATE_GBPS,
             )
             traffic = 0 if is_down else int(IB_TRAFFIC_BYTES_PER_S * elapsed)
             ports.append(
@@ -201,8 +217,9 @@ class SimBackend:
                     name=name,
                     state="DOWN" if is_down else "ACTIVE",
                     phys_state="Disabled" if is_down else "LinkUp",
-                    rate_gbps=IB_RATE_GBPS,
+                    rate_gbps=rate,
                     link_downed=int(flaps),
+                    symbol_error=int(symbols),
                     link_error_recovery=int(flaps),
                     xmit_bytes=traffic,
                     rcv_bytes=traffic,

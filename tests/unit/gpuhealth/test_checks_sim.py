@@ -9,11 +9,13 @@ the second run happens ``WINDOW`` later, so rate checks see a rate.
 from __future__ import annotations
 
 import datetime
+from collections.abc import Collection
 
 import pytest
 
-from gpuhealth.backends.sim import SimBackend
-from gpuhealth.checks import Expectations
+from gpuhealth.active.sim import SimProbes
+from gpuhealth.backends.sim import HEALTHY_DRIVER, SimBackend
+from gpuhealth.checks import PASSIVE, Expectations
 from gpuhealth.faults import parse_faults
 from gpuhealth.models import get_model
 from gpuhealth.report import CheckStatus, FaultClass, Report
@@ -31,14 +33,27 @@ class Clock:
         return self.now
 
 
-def run(faults: str, *, model: str = "H100", expect: Expectations | None = None) -> Report:
+def run(
+    faults: str,
+    *,
+    model: str = "H100",
+    expect: Expectations | None = None,
+    disabled: Collection[str] = (),
+    suite: str = "passive",
+) -> Report:
     clock = Clock()
     backend = SimBackend(node="n1", model=get_model(model), clock=clock)
     backend.set_faults(parse_faults(faults))
-    checker = Checker(backend=backend, node="n1", expect=expect or Expectations(gpus=8))
+    checker = Checker(
+        backend=backend,
+        node="n1",
+        expect=expect
+        or Expectations(gpus=8, ib_ports=8, model=get_model(model), driver_version=HEALTHY_DRIVER),
+        disabled=disabled,
+    )
     checker.run()
     clock.now += WINDOW
-    report = checker.run()
+    report = checker.run(suite=suite, probes=SimProbes(backend))
     checker.close()
     return report
 
@@ -95,6 +110,10 @@ CASES = {
     ),
     "remap failure": ('[{"type": "row-remap-failure", "gpu": 4}]', ("row-remap", 4, FAIL, FATAL)),
     "thermal": ('[{"type": "thermal-slowdown", "gpu": 6}]', ("clock-events", 6, FAIL, DEGRADED)),
+    "thermal margin": (
+        '[{"type": "thermal-slowdown", "gpu": 6}]',
+        ("thermal-margin", 6, WARN, WATCH),
+    ),
     "power brake": ('[{"type": "power-brake", "gpu": 7}]', ("clock-events", 7, FAIL, DEGRADED)),
     "pcie width": (
         '[{"type": "pcie-downtrain", "gpu": 2, "gen": 5, "width": 8}]',
@@ -120,6 +139,36 @@ CASES = {
         '[{"type": "ib-flapping", "port": "mlx5_3/1", "per_hour": 60}]',
         ("ib-port", None, FAIL, DEGRADED),
     ),
+    "ib port missing": (
+        '[{"type": "ib-port-missing", "port": "mlx5_7/1"}]',
+        ("ib-port-count", None, FAIL, DEGRADED),
+    ),
+    "ib rate": (
+        '[{"type": "ib-rate-degraded", "port": "mlx5_2/1", "rate_gbps": 200}]',
+        ("ib-port", None, FAIL, DEGRADED),
+    ),
+    "ib symbol errors": (
+        '[{"type": "ib-symbol-errors", "port": "mlx5_2/1", "per_minute": 50}]',
+        ("ib-port", None, WARN, WATCH),
+    ),
+    "retired pages over limit": (
+        '[{"type": "retired-pages", "gpu": 5, "sbe": 40, "dbe": 30}]',
+        ("retired-pages", 5, FAIL, FATAL),
+    ),
+    "retired page pending": (
+        '[{"type": "retired-pages", "gpu": 5, "dbe": 1, "pending": true}]',
+        ("retired-pages", 5, FAIL, DEGRADED),
+    ),
+    "pcie replays": (
+        '[{"type": "pcie-replay-storm", "gpu": 2, "per_minute": 500}]',
+        ("pcie-replay", 2, WARN, WATCH),
+    ),
+    "mig on": ('[{"type": "mig-enabled", "gpu": 0}]', ("gpu-modes", 0, WARN, WATCH)),
+    "persistence off": ('[{"type": "persistence-off", "gpu": 7}]', ("gpu-modes", 7, WARN, WATCH)),
+    "driver mismatch": (
+        '[{"type": "driver-mismatch", "version": "550.54.15"}]',
+        ("versions", None, WARN, WATCH),
+    ),
 }
 
 
@@ -133,9 +182,57 @@ def test_fault_is_found_by_its_check(
     assert {f[1] for f in found if f[1] is not None} <= {expected[1]}
 
 
-def test_thermal_slowdown_also_warns_about_margin() -> None:
-    found = findings(run('[{"type": "thermal-slowdown", "gpu": 6}]'))
-    assert ("thermal-margin", 6, WARN, WATCH) in found
+SIM_UNREACHABLE = {
+    "gpu-lost": "a GPU that answers NVML with GPU_IS_LOST; tested on the NVML backend",
+}
+
+
+def test_every_passive_check_has_a_fault_that_it_finds() -> None:
+    """Each check, run alone, turns at least one case's fault into the case's
+    finding; a check whose fail path no fault reaches fails this test."""
+    reached = set()
+    for check in PASSIVE:
+        others = set(PASSIVE) - {check}
+        if any(
+            expected in findings(run(faults, disabled=others))
+            for faults, expected in CASES.values()
+        ):
+            reached.add(check)
+    assert reached == set(PASSIVE) - set(SIM_UNREACHABLE)
+
+
+PROBE_CASES = {
+    "slow gemm": ('[{"type": "slow-gemm", "gpu": 4, "factor": 3}]', ("gemm", 4)),
+    "slow hbm": ('[{"type": "slow-hbm", "gpu": 1, "factor": 2}]', ("hbm", 1)),
+    "pcie width": (
+        '[{"type": "pcie-downtrain", "gpu": 6, "gen": 5, "width": 4}]',
+        ("pcie-bandwidth", 6),
+    ),
+    "slow nccl": ('[{"type": "slow-nccl", "factor": 2}]', ("nccl-allreduce", None)),
+    "nvlink down": ('[{"type": "nvlink-down", "gpu": 1, "link": 3}]', ("nccl-allreduce", None)),
+}
+
+
+@pytest.mark.parametrize(("faults", "expected"), PROBE_CASES.values(), ids=PROBE_CASES)
+def test_probe_finds_a_slow_part_and_only_that(
+    faults: str, expected: tuple[str, int | None]
+) -> None:
+    probes = {"gemm", "hbm", "pcie-bandwidth", "nccl-allreduce"}
+    report = run(faults, suite="full", disabled=PASSIVE)
+    failed = {(c.name, c.gpu) for c in report.checks if c.status is not CheckStatus.PASS}
+    assert failed == {expected}
+    assert {c.name for c in report.checks} == probes
+    verdict = next(c for c in report.checks if (c.name, c.gpu) == expected)
+    assert verdict.fault_class is DEGRADED
+    assert verdict.observed is not None
+    assert verdict.threshold is not None
+    assert verdict.observed < verdict.threshold
+
+
+def test_healthy_node_passes_every_probe() -> None:
+    report = run("[]", suite="full", disabled=PASSIVE)
+    assert report.healthy
+    assert len(report.checks) == 8 * 3 + 1
 
 
 def test_driver_mismatch_is_reported_against_the_expected_version() -> None:
