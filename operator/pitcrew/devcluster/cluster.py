@@ -193,7 +193,8 @@ class _Launch:
                 pid, status = os.waitpid(process.pid, os.WNOHANG)
                 if pid:
                     raise DevclusterError(
-                        f"{process.name} exited (status {status}) before {what}; "
+                        f"{process.name} exited with code {os.waitstatus_to_exitcode(status)} "
+                        f"before {what}; "
                         f"last lines of {process.log}:\n{log_tail(Path(process.log))}"
                     )
             if check():
