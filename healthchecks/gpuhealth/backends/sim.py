@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import datetime
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
 from gpuhealth import faults as f
@@ -87,6 +87,12 @@ class SimBackend:
             if isinstance(x, kind) and (gpu is None or getattr(x, "gpu", None) == gpu)
         ]
 
+    def _grown(
+        self, storms: Iterable[f.EccSbeStorm | f.PcieReplayStorm | f.IbSymbolErrors]
+    ) -> float:
+        """A storm's counter: its rate times the minutes since it was injected."""
+        return sum(x.per_minute * self._minutes_since(x) for x in storms)
+
     def _has(self, kind: type[f.FaultBase], gpu: int) -> bool:
         return bool(self._of(kind, gpu))
 
@@ -110,15 +116,13 @@ class SimBackend:
             temperature = model.slowdown_temp_c + 1
         if self._has(f.PowerBrake, index):
             events |= {ClockEvent.HW_POWER_BRAKE, ClockEvent.HW_SLOWDOWN}
-        sbe = sum(x.per_minute * self._minutes_since(x) for x in self._of(f.EccSbeStorm, index))
+        sbe = self._grown(self._of(f.EccSbeStorm, index))
         dbe = sum(x.count for x in self._of(f.EccDbe, index))
         pcie_gen, pcie_width = model.pcie_gen, model.pcie_width
         for downtrain in self._of(f.PcieDowntrain, index):
             pcie_gen, pcie_width = downtrain.gen, downtrain.width
         retired = self._of(f.RetiredPages, index)
-        replays = sum(
-            x.per_minute * self._minutes_since(x) for x in self._of(f.PcieReplayStorm, index)
-        )
+        replays = self._grown(self._of(f.PcieReplayStorm, index))
         down = {x.link for x in self._of(f.NvlinkDown, index)}
         crc = {
             x.link: x.per_minute * self._minutes_since(x) for x in self._of(f.NvlinkCrcStorm, index)
@@ -202,11 +206,7 @@ class SimBackend:
                 for x in self._of(f.IbFlapping)
                 if x.port == name
             )
-            symbols = sum(
-                x.per_minute * self._minutes_since(x)
-                for x in self._of(f.IbSymbolErrors)
-                if x.port == name
-            )
+            symbols = self._grown(x for x in self._of(f.IbSymbolErrors) if x.port == name)
             rate = min(
                 (x.rate_gbps for x in self._of(f.IbRateDegraded) if x.port == name),
                 default=IB_RATE_GBPS,

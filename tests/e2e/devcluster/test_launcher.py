@@ -35,18 +35,22 @@ def assert_nothing_left(started: list[ClusterState], directory: Path) -> None:
     assert not (directory / "state.json").exists()
 
 
+def up_one_node(directory: Path, *, timeout: float) -> None:
+    devcluster.up(
+        directory=directory,
+        node_count=1,
+        gpus_per_node=8,
+        model=get_model("H100"),
+        timeout=timeout,
+        log=lambda _: None,
+    )
+
+
 def test_start_past_its_timeout_names_the_component_and_stops_everything(
     tmp_path: Path, started: list[ClusterState]
 ) -> None:
     with pytest.raises(devcluster.DevclusterError) as caught:
-        devcluster.up(
-            directory=tmp_path / "c",
-            node_count=1,
-            gpus_per_node=8,
-            model=get_model("H100"),
-            timeout=0.0,
-            log=lambda _: None,
-        )
+        up_one_node(tmp_path / "c", timeout=0.0)
     assert "etcd: not healthy after 0s" in str(caught.value)
     assert "last lines of" in str(caught.value)
     assert_nothing_left(started, tmp_path / "c")
@@ -65,14 +69,7 @@ def test_component_that_exits_is_named_with_its_log_and_everything_stops(
         ports = iter([taken])
         monkeypatch.setattr(cluster, "free_port", lambda: next(ports, None) or free_port())
         with pytest.raises(devcluster.DevclusterError) as caught:
-            devcluster.up(
-                directory=tmp_path / "c",
-                node_count=1,
-                gpus_per_node=8,
-                model=get_model("H100"),
-                timeout=120.0,
-                log=lambda _: None,
-            )
+            up_one_node(tmp_path / "c", timeout=120.0)
     message = str(caught.value)
     exited = r"kube-apiserver exited with code [1-9]\d* before ready; last lines of "
     assert re.match(exited, message)
