@@ -22,17 +22,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gpuhealth import xid
-from gpuhealth.active.probes import SUITES, Probes, run_measurement
-from gpuhealth.active.sim import SimProbes
-from gpuhealth.backends.base import Backend, BackendUnavailableError
+from gpuhealth import sweep, xid
+from gpuhealth.active.probes import SUITES, run_measurement
+from gpuhealth.backends.base import Backend
+from gpuhealth.backends.nvml import NvmlBackend
 from gpuhealth.backends.sim import SimBackend
 from gpuhealth.checks import Expectations
-from gpuhealth.faults import FaultListError, parse_faults
-from gpuhealth.models import UnknownGpuModelError, get_model
-from gpuhealth.parsers import ParseError, dcgm_diag, kmsg, nccl_tests
+from gpuhealth.errors import GpuhealthError
+from gpuhealth.faults import parse_faults
+from gpuhealth.models import get_model
+from gpuhealth.parsers import dcgm_diag, kmsg, nccl_tests
 from gpuhealth.report import CheckStatus, RecommendedAction, Report
-from gpuhealth.runner import Checker, UnknownCheckError
 
 EXIT_HEALTHY, EXIT_UNHEALTHY, EXIT_CANNOT_RUN = 0, 1, 2
 
@@ -50,7 +50,7 @@ class VirtualClock:
         self.now += datetime.timedelta(seconds=seconds)
 
 
-def _backend(args: argparse.Namespace) -> tuple[Backend, Probes | None, VirtualClock | None]:
+def _backend(args: argparse.Namespace) -> tuple[Backend, VirtualClock | None]:
     if args.backend == "sim":
         clock = VirtualClock()
         sim = SimBackend(
@@ -58,16 +58,8 @@ def _backend(args: argparse.Namespace) -> tuple[Backend, Probes | None, VirtualC
         )
         if args.scenario:
             sim.set_faults(parse_faults(Path(args.scenario).read_text()))
-        return sim, SimProbes(sim), clock
-    from gpuhealth.backends.nvml import NvmlBackend  # noqa: PLC0415 - needs the driver
-
-    nvml = NvmlBackend(kernel_log=Path(args.kernel_log) if args.kernel_log else None)
-    probes: Probes | None = None
-    if SUITES[args.suite]:
-        from gpuhealth.active.torch_probes import TorchProbes  # noqa: PLC0415 - optional
-
-        probes = TorchProbes()
-    return nvml, probes, None
+        return sim, clock
+    return NvmlBackend(kernel_log=Path(args.kernel_log) if args.kernel_log else None), None
 
 
 def print_report(report: Report, *, verbose: bool = False) -> None:
@@ -93,22 +85,18 @@ def print_report(report: Report, *, verbose: bool = False) -> None:
 
 
 def _check(args: argparse.Namespace) -> int:
-    backend, probes, clock = _backend(args)
-    checker = Checker(
+    backend, clock = _backend(args)
+    report = sweep.check(
         backend=backend,
         node=args.node,
+        suite=args.suite,
         expect=Expectations(
             gpus=args.expected_gpus or args.gpus if args.backend == "sim" else args.expected_gpus
         ),
         disabled=args.disable or (),
+        rate_window=args.rate_window,
+        sleep=clock.sleep if clock else time.sleep,
     )
-    try:
-        if args.rate_window > 0:
-            checker.run()
-            (clock.sleep if clock else time.sleep)(args.rate_window)
-        report = checker.run(suite=args.suite, probes=probes)
-    finally:
-        checker.close()
     if args.json:
         print(report.model_dump_json(by_alias=True, indent=2))
     else:
@@ -259,14 +247,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.rate_window = 60.0 if args.backend == "sim" else 0.0
     try:
         return int(args.handler(args))
-    except (
-        BackendUnavailableError,
-        FaultListError,
-        ParseError,
-        UnknownGpuModelError,
-        UnknownCheckError,
-        OSError,
-    ) as error:
+    except (GpuhealthError, OSError) as error:
         print(f"gpuhealth: {error}", file=sys.stderr)
         return EXIT_CANNOT_RUN
 

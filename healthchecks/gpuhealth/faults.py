@@ -15,6 +15,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from gpuhealth.errors import GpuhealthError
+
 GpuIndex = Annotated[int, Field(ge=0, le=63)]
 
 
@@ -192,7 +194,7 @@ Fault = Annotated[
 _FAULT_LIST = TypeAdapter(list[Fault])
 
 
-class FaultListError(ValueError):
+class FaultListError(GpuhealthError, ValueError):
     """A fault list that is not valid JSON or not in the vocabulary."""
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpuhealth.errors import GpuhealthError
+
 
 @dataclass(frozen=True)
 class GpuModel:
@@ -74,7 +76,7 @@ MODELS: dict[str, GpuModel] = {
 # fmt: on
 
 
-class UnknownGpuModelError(ValueError):
+class UnknownGpuModelError(GpuhealthError, ValueError):
     """Raised for a GPU model name that is not in :data:`MODELS`."""
 
 

@@ -16,6 +16,7 @@ from collections.abc import Collection, Mapping
 from gpuhealth.active.probes import SUITES, Probes, run_probes
 from gpuhealth.backends.base import Backend
 from gpuhealth.checks import PASSIVE, CheckContext, Expectations, Memory
+from gpuhealth.errors import GpuhealthError
 from gpuhealth.history import CounterHistory
 from gpuhealth.models import model_for_nvml_name
 from gpuhealth.report import CheckResult, CheckStatus, Report
@@ -23,7 +24,7 @@ from gpuhealth.samples import NodeSample
 from gpuhealth.thresholds import Thresholds
 
 
-class UnknownCheckError(ValueError):
+class UnknownCheckError(GpuhealthError, ValueError):
     """A check name that is not one of :data:`gpuhealth.checks.PASSIVE`."""
 
 

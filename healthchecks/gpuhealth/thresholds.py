@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from gpuhealth.errors import GpuhealthError
+
 
 @dataclass(frozen=True)
 class Threshold:
@@ -41,7 +43,7 @@ DEFAULTS: Mapping[str, Threshold] = MappingProxyType({
 # fmt: on
 
 
-class UnknownThresholdError(KeyError):
+class UnknownThresholdError(GpuhealthError, KeyError):
     """A threshold override names no known threshold."""
 
 

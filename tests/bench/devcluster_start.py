@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from gpuhealth.models import get_model
-from pitcrew import devcluster
+from pitcrew.sim import devcluster
 
 SETTLE_SECONDS = 30
 

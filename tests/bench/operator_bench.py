@@ -45,10 +45,10 @@ from kubernetes import client
 from processes import Processes
 
 from gpuhealth.models import get_model
-from pitcrew import devcluster
-from pitcrew.devcluster import install
-from pitcrew.devcluster.nodes import SIMULATED_LABEL
+from pitcrew.api.vocabulary import SIMULATED_LABEL
 from pitcrew.kube.client import api_client
+from pitcrew.sim import devcluster
+from pitcrew.sim.devcluster import install
 
 NAMESPACE = "pitcrew-system"
 SETTLE_SECONDS = 60

@@ -17,8 +17,8 @@ import pytest
 from kubernetes import client, config
 
 from gpuhealth.models import get_model
-from pitcrew import devcluster
 from pitcrew.kube import crds as crds_module
+from pitcrew.sim import devcluster
 
 E2E_NODES = 4
 

@@ -8,16 +8,8 @@ from typing import Any
 from gpuhealth.report import CheckResult, CheckStatus, FaultClass, RecommendedAction
 from pitcrew.api.gpunode import ChecksStatus, GPUNodeStatus, Phase
 from pitcrew.api.policy import GPUHealthPolicySpec
-from pitcrew.views import (
-    CORDONED_BY,
-    CORDONED_BY_VALUE,
-    FleetView,
-    NodeState,
-    NodeView,
-    PodView,
-    PolicyView,
-    Taint,
-)
+from pitcrew.api.vocabulary import CORDONED_BY, CORDONED_BY_VALUE
+from pitcrew.core.views import FleetView, NodeState, NodeView, PodView, PolicyView, Taint
 
 T0 = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)
 POLICY_CREATED = T0 - datetime.timedelta(days=30)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from fleet import NAMESPACE
 
-from pitcrew.devcluster.cluster import free_port
+from pitcrew.sim.devcluster.cluster import free_port
 
 
 class Processes:

@@ -8,8 +8,8 @@ import urllib.request
 
 import pytest
 
-from pitcrew import health
-from pitcrew.devcluster.cluster import free_port
+from pitcrew.controller import health
+from pitcrew.sim.devcluster.cluster import free_port
 
 NOW = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)
 

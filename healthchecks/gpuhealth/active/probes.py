@@ -13,6 +13,7 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from gpuhealth.errors import GpuhealthError
 from gpuhealth.models import GpuModel
 from gpuhealth.report import CheckResult, CheckStatus, FaultClass, RecommendedAction
 
@@ -23,11 +24,11 @@ SUITES: dict[str, tuple[str, ...]] = {
 }
 
 
-class ProbeUnavailableError(RuntimeError):
+class ProbeUnavailableError(GpuhealthError, RuntimeError):
     """The probe cannot run here; the message says what is missing."""
 
 
-class ProbeFailedError(RuntimeError):
+class ProbeFailedError(GpuhealthError, RuntimeError):
     """The probe ran and found the hardware wrong (e.g. corrupted all-reduce data)."""
 
 

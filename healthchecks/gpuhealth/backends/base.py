@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from gpuhealth.errors import GpuhealthError
 from gpuhealth.samples import NodeSample
 
 
-class BackendUnavailableError(RuntimeError):
+class BackendUnavailableError(GpuhealthError, RuntimeError):
     """The backend cannot run on this machine (no driver, no library)."""
 
 

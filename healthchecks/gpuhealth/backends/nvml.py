@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from gpuhealth.backends.base import BackendUnavailableError
+from gpuhealth.errors import GpuhealthError
 from gpuhealth.kernel_log import KMSG, KernelLog
 from gpuhealth.report import FaultClass, GpuIdentity
 from gpuhealth.samples import ClockEvent, GpuSample, NodeSample, NvLinkSample, XidEvent
@@ -30,7 +31,7 @@ T = TypeVar("T")
 MAX_NVLINKS = 18
 
 
-class GpuLostError(Exception):
+class GpuLostError(GpuhealthError):
     """Raised inside a read when NVML says the GPU is lost."""
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from gpuhealth.errors import GpuhealthError
 
-class ParseError(ValueError):
+
+class ParseError(GpuhealthError, ValueError):
     """Input that is malformed, truncated or empty; the message names where."""
 
     def __init__(self, message: str, *, source: str = "input", line: int | None = None) -> None:

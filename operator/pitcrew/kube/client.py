@@ -23,9 +23,6 @@ from tenacity import (
 )
 
 TRANSIENT_STATUS = {409, 429, 500, 502, 503, 504}
-OPERATOR_MANAGER = "pitcrew-operator"
-AGENT_MANAGER = "pitcrew-agent"
-PROBE_MANAGER = "pitcrew-probe"
 
 
 def is_transient(error: BaseException) -> bool:

@@ -26,6 +26,7 @@ from typing import Any
 from kubernetes import client
 
 from pitcrew.api.meta import API_VERSION
+from pitcrew.api.vocabulary import OPERATOR_COMPONENT
 
 logger = logging.getLogger(__name__)
 NAMESPACE = "default"
@@ -50,7 +51,7 @@ def gpunode_ref(name: str, uid: str = "") -> Ref:
 
 
 class Recorder:
-    def __init__(self, api: client.ApiClient, *, component: str = "pitcrew-operator") -> None:
+    def __init__(self, api: client.ApiClient, *, component: str = OPERATOR_COMPONENT) -> None:
         self.core = client.CoreV1Api(api)
         self.component = component
         self._recent: dict[tuple[Ref, str, str], tuple[str, int, datetime.datetime]] = {}

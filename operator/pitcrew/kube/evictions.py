@@ -6,7 +6,7 @@ backoff (per pod, in memory: after a restart the first retry is immediate,
 which is harmless since a refused eviction did nothing). 404 means the pod is
 already gone. Each pod's own grace period applies (the eviction carries no
 override), DaemonSet and mirror pods are never selected (see
-:attr:`pitcrew.views.PodView.evictable`). A forced drain deletes pods
+:attr:`pitcrew.core.views.PodView.evictable`). A forced drain deletes pods
 directly, which bypasses PDBs and is only done when the policy says so.
 """
 
@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 
 from kubernetes import client
 
-from pitcrew.kube.client import OPERATOR_MANAGER
-from pitcrew.views import PodView
+from pitcrew.api.vocabulary import OPERATOR_MANAGER
+from pitcrew.core.views import PodView
 
 BACKOFF_START = datetime.timedelta(seconds=1)
 BACKOFF_MAX = datetime.timedelta(seconds=8)

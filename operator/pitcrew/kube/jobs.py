@@ -20,10 +20,21 @@ from typing import Any
 
 from kubernetes import client
 
-from pitcrew.kube.client import OPERATOR_MANAGER, retrying
-from pitcrew.views import PITCREW_TAINTS, PROBE_LABEL
+from pitcrew.api.vocabulary import (
+    GPU_RESOURCE,
+    NODE_LABEL,
+    OPERATOR_MANAGER,
+    PAIR_ANNOTATION,
+    PAIR_LABEL,
+    PITCREW_TAINTS,
+    PROBE_LABEL,
+    RANK_LABEL,
+    REMEDIATION_LABEL,
+    RUN_LABEL,
+    SUITE_LABEL,
+)
+from pitcrew.kube.client import retrying
 
-NODE_LABEL = "pitcrew.dev/node"
 TTL_SECONDS = 3600
 
 
@@ -89,7 +100,7 @@ def probe_job(
     """A probe Job: the node's GPUs to itself, plus the CPU and memory ``resources``
     say (a GPU request always equals its limit, so it is set in both)."""
     requested = resources or {}
-    gpu = {"nvidia.com/gpu": str(gpus)}
+    gpu = {GPU_RESOURCE: str(gpus)}
     container = {
         "name": "probe",
         "image": image,
@@ -108,7 +119,7 @@ def probe_job(
         name=name,
         namespace=namespace,
         node=node,
-        labels={"pitcrew.dev/suite": suite},
+        labels={SUITE_LABEL: suite},
         container=container,
         deadline_seconds=deadline_seconds,
         priority_class=priority_class,
@@ -137,7 +148,7 @@ def reset_job(
         name=name,
         namespace=namespace,
         node=node,
-        labels={"pitcrew.dev/remediation": "reset-gpu"},
+        labels={REMEDIATION_LABEL: "reset-gpu"},
         container=container,
         deadline_seconds=deadline_seconds,
         service_account=service_account,
@@ -159,10 +170,6 @@ def create(api: client.ApiClient, job: dict[str, Any]) -> bool:
     return True
 
 
-PAIR_LABEL = "pitcrew.dev/pair"
-RANK_LABEL = "pitcrew.dev/rank"
-PAIR_ANNOTATION = "pitcrew.dev/pair-name"
-RUN_LABEL = "pitcrew.dev/run"
 PAIR_PORT = 29600
 
 
@@ -196,7 +203,7 @@ def pair_jobs(
                 {"name": "WORLD_SIZE", "value": str(len(nodes))},
                 {"name": "RANK", "value": str(rank)},
             ],
-            "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
+            "resources": {"limits": {GPU_RESOURCE: str(gpus)}},
         }
         job = _job(
             name=f"pitcrew-pair-{ident}-{rank}",

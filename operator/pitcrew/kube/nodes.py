@@ -1,4 +1,4 @@
-"""Apply a :class:`~pitcrew.node_edits.NodeEdit` to a Node, safely.
+"""Apply a :class:`~pitcrew.core.node_edits.NodeEdit` to a Node, safely.
 
 ``spec.taints`` has no merge key, so adding one taint means writing the whole
 list. The write is a JSON patch that starts with a ``test`` of the
@@ -15,10 +15,11 @@ from typing import Any
 
 from kubernetes import client
 
-from pitcrew import node_edits
-from pitcrew.kube.client import OPERATOR_MANAGER, retrying
-from pitcrew.kube.convert import node_view
-from pitcrew.node_edits import NodeAction
+from pitcrew.api.vocabulary import OPERATOR_MANAGER
+from pitcrew.core import node_edits
+from pitcrew.core.convert import node_view
+from pitcrew.core.node_edits import NodeAction
+from pitcrew.kube.client import retrying
 
 ATTEMPTS = 5
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from pitcrew.api.errors import PitcrewError
 from pitcrew.api.policy import GPUHealthPolicySpec
 
 
-class RemediationError(RuntimeError):
+class RemediationError(PitcrewError, RuntimeError):
     """The repair could not be started; the message says why and what to fix."""
 
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from kubernetes import client
 
-from pitcrew.kube.client import OPERATOR_MANAGER, retrying
+from pitcrew.api.vocabulary import OPERATOR_MANAGER
+from pitcrew.kube.client import retrying
 from pitcrew.remediators.base import RemediationError, RemediationRequest
 
 MACHINE_ANNOTATION = "cluster.x-k8s.io/machine"

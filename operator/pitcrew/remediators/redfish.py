@@ -16,10 +16,9 @@ from typing import Any
 import sushy
 from kubernetes import client
 
+from pitcrew.api.vocabulary import BMC_ENDPOINT_ANNOTATION, BMC_SYSTEM_ANNOTATION
 from pitcrew.remediators.base import RemediationError, RemediationRequest
 
-ENDPOINT_ANNOTATION = "pitcrew.dev/bmc-endpoint"
-SYSTEM_ANNOTATION = "pitcrew.dev/bmc-system"
 PREFERRED_RESETS = ("ForceRestart", "PowerCycle", "ForceOff")
 
 
@@ -51,12 +50,12 @@ class RedfishReboot:
         annotations: dict[str, Any] = (
             request.node_object.get("metadata", {}).get("annotations") or {}
         )
-        endpoint = annotations.get(ENDPOINT_ANNOTATION)
-        system_path = annotations.get(SYSTEM_ANNOTATION)
+        endpoint = annotations.get(BMC_ENDPOINT_ANNOTATION)
+        system_path = annotations.get(BMC_SYSTEM_ANNOTATION)
         if not endpoint or not system_path:
             raise RemediationError(
-                f"node {request.node} has no {ENDPOINT_ANNOTATION} / "
-                f"{SYSTEM_ANNOTATION} annotations naming its BMC"
+                f"node {request.node} has no {BMC_ENDPOINT_ANNOTATION} / "
+                f"{BMC_SYSTEM_ANNOTATION} annotations naming its BMC"
             )
         username, password = _credentials(self.api, request)
         verify = request.policy.remediation.redfish.verify_tls

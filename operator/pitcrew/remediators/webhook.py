@@ -17,6 +17,7 @@ import urllib.request
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from pitcrew.api.meta import parse_duration
+from pitcrew.api.vocabulary import OPERATOR_COMPONENT
 from pitcrew.remediators.base import RemediationError, RemediationRequest
 
 ATTEMPTS = 5
@@ -63,7 +64,7 @@ class Webhook:
                 headers={
                     "Content-Type": "application/json",
                     "Idempotency-Key": request.key,
-                    "User-Agent": "pitcrew-operator",
+                    "User-Agent": OPERATOR_COMPONENT,
                 },
             )
             try:

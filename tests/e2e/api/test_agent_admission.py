@@ -15,10 +15,11 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from pitcrew.devcluster import install
-from pitcrew.devcluster.nodes import node_name
+from pitcrew.api.vocabulary import AGENT_MANAGER
 from pitcrew.kube import gpunodes
-from pitcrew.kube.client import AGENT_MANAGER, api_client
+from pitcrew.kube.client import api_client
+from pitcrew.sim.devcluster import install
+from pitcrew.sim.devcluster.nodes import node_name
 
 NAMESPACE = "pitcrew-system"
 REPORT = {"lastHeartbeat": "2026-12-01T12:00:00Z"}

@@ -25,10 +25,10 @@ from fleet import Fleet, eventually
 from kubernetes import client
 from processes import Processes
 
-from pitcrew.devcluster import build, install
+from pitcrew.api.vocabulary import AGENT_MANAGER
 from pitcrew.kube import gpunodes
-from pitcrew.kube.client import AGENT_MANAGER
 from pitcrew.kube.client import api_client as new_api_client
+from pitcrew.sim.devcluster import build, install
 
 ROOT = Path(__file__).resolve().parents[3]
 CHART = ROOT / "charts" / "pitcrew"

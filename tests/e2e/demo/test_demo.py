@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pitcrew import devcluster
+from pitcrew.sim import devcluster
 
 
 def test_a_short_demo_takes_faulty_nodes_out_and_cleans_up(tmp_path: Path) -> None:

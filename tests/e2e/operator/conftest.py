@@ -1,7 +1,7 @@
 """The operator and the simulated agents, running as separate processes.
 
 The operator runs out-of-cluster with the token of the ``pitcrew-operator``
-service account and exactly the RBAC the chart ships (:mod:`pitcrew.rbac`),
+service account and exactly the RBAC the chart ships (:mod:`pitcrew.deploy.rbac`),
 not cluster-admin. The simulated agents run with the admin credentials of the
 devcluster (they stand in for kubelets and GPUs, not for Pitcrew).
 """
@@ -16,7 +16,7 @@ from fleet import NAMESPACE, Fleet
 from kubernetes import client
 from processes import Processes
 
-from pitcrew.devcluster import install
+from pitcrew.sim.devcluster import install
 
 
 @pytest.fixture(scope="session")

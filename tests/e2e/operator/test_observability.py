@@ -20,8 +20,8 @@ from fleet import Fleet, eventually
 from processes import Processes
 from promserver import RULES, Prometheus, binary
 
-from pitcrew import dashboards
-from pitcrew.goodput import ProgressReporter
+from pitcrew.client.progress import ProgressReporter
+from pitcrew.deploy import dashboards
 
 TESTS = Path(__file__).resolve().parents[2] / "prometheus" / "alerts_test.yaml"
 FATAL_XID = [{"type": "xid", "gpu": 0, "code": 79}]

@@ -19,7 +19,7 @@ import pytest
 from fleet import NAMESPACE, Fleet, eventually
 from kubernetes import client
 
-from pitcrew.devcluster.cluster import free_port
+from pitcrew.sim.devcluster.cluster import free_port
 
 FATAL_XID = [{"type": "xid", "gpu": 4, "code": 79}]
 SYSTEM_UUID = "8f0e3b52-1c1f-4b1e-9f7e-5f2a8b8d0a01"

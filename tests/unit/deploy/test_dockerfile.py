@@ -50,7 +50,7 @@ def test_images_run_pitcrew_as_an_unprivileged_user() -> None:
 
 
 def test_subcommands_the_images_and_the_chart_use_exist() -> None:
-    from pitcrew.cli import build_parser  # noqa: PLC0415
+    from pitcrew.cli.main import build_parser  # noqa: PLC0415
 
     for used in ("operator", "agent", "probe", "probe-pair"):
         with pytest.raises(SystemExit) as shown:

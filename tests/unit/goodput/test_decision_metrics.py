@@ -10,7 +10,7 @@ from prometheus_client import REGISTRY
 from gpuhealth.report import FaultClass
 from pitcrew.api.gpunode import DrainStatus, Phase, RemediationStatus
 from pitcrew.api.policy import RemediationAction
-from pitcrew.metrics import record_decision
+from pitcrew.controller.metrics import record_decision
 
 
 def sample(name: str, **labels: str) -> float:

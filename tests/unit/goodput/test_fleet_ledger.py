@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 
 from pitcrew.api.gpunode import Phase
-from pitcrew.fleet_ledger import FleetLedger, NodeTime
+from pitcrew.core.fleet_ledger import FleetLedger, NodeTime
 
 T0 = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime
 
-from pitcrew.job_ledger import (
+from pitcrew.core.job_ledger import (
     PRODUCTIVE,
     RECOVERY,
     WAITING,

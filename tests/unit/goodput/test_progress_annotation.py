@@ -5,8 +5,9 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from pitcrew.goodput import PROGRESS, ProgressReporter, decode, encode
-from pitcrew.job_ledger import Progress
+from pitcrew.api.vocabulary import PROGRESS_ANNOTATION
+from pitcrew.client.progress import ProgressReporter, decode, encode
+from pitcrew.core.job_ledger import Progress
 
 T0 = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)
 
@@ -52,7 +53,7 @@ def test_steps_are_rate_limited_checkpoints_are_not() -> None:
     assert reporter.step(1)
     assert not reporter.step(2)
     assert reporter.checkpoint(2)
-    last = decode(pods.patches[-1]["metadata"]["annotations"][PROGRESS])
+    last = decode(pods.patches[-1]["metadata"]["annotations"][PROGRESS_ANNOTATION])
     assert last is not None
     assert (last.step, last.checkpoint_step) == (2, 2)
 

@@ -16,12 +16,13 @@ from hypothesis import strategies as st
 from lifecycle_data import T0, finding, node, policy, report, state, status
 
 from gpuhealth.report import FaultClass
-from pitcrew import actions as a
-from pitcrew import node_edits
 from pitcrew.api.gpunode import Phase
-from pitcrew.lifecycle import decide
-from pitcrew.safety import UNHEALTHY_PHASES, unhealthy_limit
-from pitcrew.views import FleetView, NodeView, PodView
+from pitcrew.api.vocabulary import UNHEALTHY
+from pitcrew.core import actions as a
+from pitcrew.core import node_edits
+from pitcrew.core.lifecycle import decide
+from pitcrew.core.safety import unhealthy_limit
+from pitcrew.core.views import FleetView, NodeView, PodView
 
 FAULTS = st.sampled_from([None, FaultClass.FATAL, FaultClass.DEGRADED])
 LIMITS = st.one_of(
@@ -79,7 +80,7 @@ def test_never_more_unhealthy_than_max_unhealthy(
         )
         phases[Phase.HEALTHY] -= 1
         phases[decision.phase] = phases.get(decision.phase, 0) + 1
-    unhealthy = sum(phases.get(p, 0) for p in UNHEALTHY_PHASES)
+    unhealthy = sum(phases.get(p, 0) for p in UNHEALTHY)
     assert unhealthy <= unhealthy_limit(pol.spec.safety, total=len(faults))
 
 

@@ -18,11 +18,11 @@ from lifecycle_data import (
 )
 
 from gpuhealth.report import CheckResult, CheckStatus, FaultClass
-from pitcrew import actions as a
 from pitcrew.api.gpunode import DrainStatus, GPUNodeStatus, Phase, RemediationStatus
 from pitcrew.api.policy import RemediationAction
-from pitcrew.lifecycle import decide
-from pitcrew.views import QUARANTINE_TAINT, RETIRED_TAINT, SPARE_TAINT, VALIDATING_TAINT
+from pitcrew.api.vocabulary import QUARANTINE_TAINT, RETIRED_TAINT, SPARE_TAINT, VALIDATING_TAINT
+from pitcrew.core import actions as a
+from pitcrew.core.lifecycle import decide
 
 LATER = T0 + datetime.timedelta(minutes=1)
 FATAL, DEGRADED = FaultClass.FATAL, FaultClass.DEGRADED

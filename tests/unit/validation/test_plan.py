@@ -13,7 +13,7 @@ from pitcrew.api.validationrun import (
     ValidationRunSpec,
     ValidationRunStatus,
 )
-from pitcrew.validation import Candidate, plan
+from pitcrew.core.validation import Candidate, plan
 
 T0 = datetime.datetime(2026, 12, 1, tzinfo=datetime.UTC)
 SELECTOR = {"matchLabels": {"rack": "r1"}}

@@ -1,0 +1,106 @@
+"""Every name Pitcrew puts on the cluster, defined once.
+
+Labels, annotations and taints are part of Pitcrew's API as much as the CRDs
+are: users select on them, alerts match them, other controllers tolerate
+them, and a node agent reads what the operator wrote. A name spelled twice
+drifts, so every module takes it from here. Simulation-only names use the
+``sim.pitcrew.dev/`` prefix so that no production cluster ever carries one
+by accident.
+
+Phase groups live here too: "in service", "unhealthy" and "out of service"
+are used by the decisions, the breaker, the ledgers and the CLI, and each
+must mean the same everywhere.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from pitcrew.api.gpunode import Phase
+from pitcrew.api.meta import GROUP
+
+PREFIX: Final = GROUP
+SIM_PREFIX: Final = f"sim.{GROUP}"
+
+# -- on Nodes -------------------------------------------------------------------------------
+MANAGED_LABEL: Final = f"{PREFIX}/managed"
+"""``false`` opts a node out of Pitcrew (phase Excluded)."""
+CORDONED_BY: Final = f"{PREFIX}/cordoned-by"
+"""Set with Pitcrew's own cordon, so a person's cordon is never lifted."""
+CORDONED_BY_VALUE: Final = "pitcrew"
+VALIDATION_REQUEST: Final = f"{PREFIX}/validation-run"
+"""The ValidationRun that holds this node out of service for a test."""
+LAST_REMEDIATION: Final = f"{PREFIX}/last-remediation"
+"""JSON ``{action, key, at}`` of the last repair started; the agent reads it."""
+BMC_ENDPOINT_ANNOTATION: Final = f"{PREFIX}/bmc-endpoint"
+BMC_SYSTEM_ANNOTATION: Final = f"{PREFIX}/bmc-system"
+
+QUARANTINE_TAINT: Final = f"{PREFIX}/quarantined"
+SPARE_TAINT: Final = f"{PREFIX}/spare"
+VALIDATING_TAINT: Final = f"{PREFIX}/validating"
+RETIRED_TAINT: Final = f"{PREFIX}/retired"
+PITCREW_TAINTS: Final = (QUARANTINE_TAINT, SPARE_TAINT, VALIDATING_TAINT, RETIRED_TAINT)
+
+# -- on training pods -------------------------------------------------------------------------
+JOB_LABEL: Final = f"{PREFIX}/job"
+"""Names the training job a pod belongs to (goodput accounting)."""
+JOB_SIZE_LABEL: Final = f"{PREFIX}/job-size"
+"""How many pods the job needs to run (waiting time when fewer are up)."""
+PROGRESS_ANNOTATION: Final = f"{PREFIX}/progress"
+"""JSON progress of rank 0: step, checkpoint step, times, FLOPs per step."""
+CHECKPOINT_ANNOTATION: Final = f"{PREFIX}/checkpoint-at"
+"""When the pod last checkpointed: a checkpoint-aware drain waits for the next one."""
+
+# -- on Pitcrew's own Jobs and pods -------------------------------------------------------------
+PROBE_LABEL: Final = f"{PREFIX}/probe"
+NODE_LABEL: Final = f"{PREFIX}/node"
+SUITE_LABEL: Final = f"{PREFIX}/suite"
+REMEDIATION_LABEL: Final = f"{PREFIX}/remediation"
+RUN_LABEL: Final = f"{PREFIX}/run"
+PAIR_LABEL: Final = f"{PREFIX}/pair"
+RANK_LABEL: Final = f"{PREFIX}/rank"
+PAIR_ANNOTATION: Final = f"{PREFIX}/pair-name"
+
+# -- simulation only ----------------------------------------------------------------------------
+SIMULATED_LABEL: Final = f"{PREFIX}/simulated"
+"""Nodes whose GPUs are simulated (devcluster); the simulated agents serve them."""
+RACK_LABEL: Final = f"topology.{PREFIX}/rack"
+FAULTS_ANNOTATION: Final = f"{SIM_PREFIX}/faults"
+REPAIR_FAILS_ANNOTATION: Final = f"{SIM_PREFIX}/repair-fails"
+
+# -- NVIDIA's names, read from Nodes ------------------------------------------------------------
+GPU_RESOURCE: Final = "nvidia.com/gpu"
+GPU_PRODUCT_LABEL: Final = "nvidia.com/gpu.product"
+
+# -- who writes: field managers, Event components, ServiceAccounts -----------------------------
+OPERATOR_MANAGER: Final = "pitcrew-operator"
+AGENT_MANAGER: Final = "pitcrew-agent"
+PROBE_MANAGER: Final = "pitcrew-probe"
+OPERATOR_COMPONENT: Final = OPERATOR_MANAGER
+
+
+def account_name(component: str, prefix: str = "pitcrew") -> str:
+    """The ServiceAccount of one component (``<release>-probe``, ...)."""
+    return f"{prefix}-{component}"
+
+
+# -- phase groups -------------------------------------------------------------------------------
+IN_SERVICE: Final = frozenset({Phase.HEALTHY, Phase.SPARE})
+"""Nodes that can take work (a spare is one taint away)."""
+UNHEALTHY: Final = (
+    Phase.SUSPECT,
+    Phase.QUARANTINED,
+    Phase.DRAINING,
+    Phase.REMEDIATING,
+    Phase.RETIRED,
+)
+"""Taken out of service by Pitcrew for a fault: what the circuit breaker counts.
+Validating is not here: a batch of new nodes in burn-in must not trip it."""
+TAKEN_OUT: Final = frozenset({Phase.SUSPECT, Phase.QUARANTINED, Phase.DRAINING})
+"""The first phases after a fault: leaving service for one of these is a detection."""
+OUT_OF_SERVICE: Final = frozenset(
+    {Phase.QUARANTINED, Phase.DRAINING, Phase.REMEDIATING, Phase.RETIRED}
+)
+"""Cordoned for a fault: a job on such a node was interrupted by it."""
+SETTLED: Final = frozenset({Phase.HEALTHY, Phase.SPARE, Phase.PENDING, Phase.EXCLUDED})
+"""Phases that need no attention from a person (``pitcrew status`` lists the others)."""

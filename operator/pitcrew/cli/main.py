@@ -1,0 +1,383 @@
+"""The ``pitcrew`` command line.
+
+Each subcommand is a thin shell over a module that does the work; the CLI only
+parses arguments, prints, and maps known errors to exit codes (0 ok, 1 failed,
+2 bad usage), so that scripts can rely on them and no traceback reaches a user
+for an error we understand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import logging
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, cast
+
+from kubernetes import client
+from rich.console import Console
+
+from gpuhealth import GpuhealthError
+from gpuhealth.models import get_model
+from pitcrew.api import crdgen, docgen
+from pitcrew.api.errors import PitcrewError
+from pitcrew.api.meta import GROUP, VERSION, parse_duration
+from pitcrew.cli import status as fleet_status
+from pitcrew.controller.settings import OperatorSettings
+from pitcrew.deploy import chart as chartgen
+from pitcrew.kube.client import api_client
+
+DEFAULT_DIR = Path(".devcluster")
+CRD_FOLDERS = [Path("crds"), Path("charts/pitcrew/crds")]
+
+
+def _devcluster_up(args: argparse.Namespace) -> int:
+    from pitcrew.sim import devcluster  # noqa: PLC0415 - development tooling, loaded on use
+
+    state = devcluster.up(
+        directory=args.dir,
+        node_count=args.nodes,
+        gpus_per_node=args.gpus_per_node,
+        model=get_model(args.gpu_model),
+        apiserver_port=args.port,
+        timeout=args.timeout,
+    )
+    print(f"\nexport KUBECONFIG={state.kubeconfig}")
+    print("kubectl get nodes -L nvidia.com/gpu.product       # see the simulated GPU nodes")
+    print(f"pitcrew devcluster down --dir {args.dir}            # stop everything it started")
+    return 0
+
+
+def _devcluster_build(args: argparse.Namespace) -> int:
+    from pitcrew.sim.devcluster import build  # noqa: PLC0415
+
+    binaries = build.ensure_built()
+    print(f"devcluster binaries: {binaries.devcluster} {binaries.kwok}")
+    print(f"helm: {build.ensure_helm()}")
+    return 0
+
+
+def _devcluster_down(args: argparse.Namespace) -> int:
+    from pitcrew.sim import devcluster  # noqa: PLC0415
+
+    devcluster.down(directory=args.dir)
+    return 0
+
+
+def _devcluster_status(args: argparse.Namespace) -> int:
+    from pitcrew.sim import devcluster  # noqa: PLC0415
+
+    report = devcluster.status(directory=args.dir)
+    print(json.dumps(report, indent=2))
+    return 0 if report["running"] else 1
+
+
+def _generated(
+    args: argparse.Namespace,
+    *,
+    folders: list[Path],
+    write_all: Callable[[Path], list[Path]],
+    stale_files: Callable[[Path], list[Path]],
+) -> int:
+    """Write generated files, or with ``--check`` fail when they differ from the source."""
+    folders = args.out or folders
+    if args.check:
+        stale = [path for folder in folders for path in stale_files(folder)]
+        for path in stale:
+            print(f"{path} is stale; run `pitcrew {args.command}`", file=sys.stderr)
+        return 1 if stale else 0
+    for folder in folders:
+        for path in write_all(folder):
+            print(f"wrote {path}")
+    return 0
+
+
+def _crds(args: argparse.Namespace) -> int:
+    failed = _generated(
+        args, folders=CRD_FOLDERS, write_all=crdgen.write_all, stale_files=crdgen.stale_files
+    )
+    if args.out:
+        return failed
+    reference = docgen.render()
+    if args.check:
+        if not docgen.FILE.exists() or docgen.FILE.read_text() != reference:
+            print(f"{docgen.FILE} is stale; run `pitcrew crds`", file=sys.stderr)
+            return 1
+        return failed
+    docgen.FILE.write_text(reference)
+    print(f"wrote {docgen.FILE}")
+    return failed
+
+
+def _chart(args: argparse.Namespace) -> int:
+    return _generated(
+        args,
+        folders=[chartgen.FOLDER],
+        write_all=chartgen.write_all,
+        stale_files=chartgen.stale_files,
+    )
+
+
+def _operator(args: argparse.Namespace) -> int:
+    from pitcrew.controller import operator  # noqa: PLC0415 - kopf is only needed here
+
+    settings = OperatorSettings(
+        kubeconfig=args.kubeconfig,
+        namespace=args.namespace,
+        account_prefix=args.account_prefix,
+        dry_run=args.dry_run,
+        metrics_port=args.metrics_port,
+        health_port=args.health_port,
+        leader_election=not args.no_leader_election,
+        **({"identity": args.identity} if args.identity else {}),
+        **({"probe_image": args.probe_image} if args.probe_image else {}),
+        **({"probe_resources": args.probe_resources} if args.probe_resources else {}),
+        **({"remediation_image": args.remediation_image} if args.remediation_image else {}),
+        lease_seconds=args.lease_seconds,
+        resync_seconds=args.resync_seconds,
+    )
+    operator.run(settings)
+    return 0
+
+
+def _agent(args: argparse.Namespace) -> int:
+    from pitcrew.node import agent  # noqa: PLC0415 - NVML and Prometheus only here
+
+    agent.main(
+        node=args.node,
+        kubeconfig=args.kubeconfig,
+        interval=parse_duration(args.interval),
+        heartbeat=parse_duration(args.heartbeat),
+        expected_gpus=args.expected_gpus,
+        kernel_log=args.kernel_log,
+        metrics_port=args.metrics_port,
+        simulated=args.simulated,
+    )
+    return 0
+
+
+def _sim_agents(args: argparse.Namespace) -> int:
+    from prometheus_client import start_http_server  # noqa: PLC0415
+
+    from pitcrew.sim.agents import SimAgents  # noqa: PLC0415
+
+    if args.metrics_port:
+        start_http_server(args.metrics_port)
+    SimAgents(
+        api_client(args.kubeconfig),
+        interval=parse_duration(args.interval),
+        heartbeat=parse_duration(args.heartbeat),
+    ).run()
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from pitcrew.sim.demo.runner import Demo, DemoOptions  # noqa: PLC0415
+
+    options = DemoOptions(
+        nodes=args.nodes,
+        seed=args.seed,
+        speed=args.speed,
+        duration=args.duration,
+        directory=args.dir,
+        spares=args.spares,
+        checkpoint_aware=not args.no_checkpoint_aware,
+    )
+    args.dir.mkdir(parents=True, exist_ok=True)
+    Demo(options, Console()).run()
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    custom = client.CustomObjectsApi(api_client(args.kubeconfig))
+
+    def items(plural: str) -> list[dict[str, Any]]:
+        found = cast(dict[str, Any], custom.list_cluster_custom_object(GROUP, VERSION, plural))
+        return list(found["items"])
+
+    report = fleet_status.build(
+        policies=items("gpuhealthpolicies"),
+        gpunodes=items("gpunodes"),
+        now=datetime.datetime.now(datetime.UTC),
+    )
+    if args.output == "json":
+        print(json.dumps(report, indent=2))
+    else:
+        fleet_status.render(report, Console())
+    return 0
+
+
+def _probe_pair(args: argparse.Namespace) -> int:
+    from pitcrew.node import probe  # noqa: PLC0415
+
+    return probe.run_pair(run=args.run, pair=args.pair, rank=args.rank, kubeconfig=args.kubeconfig)
+
+
+def _probe(args: argparse.Namespace) -> int:
+    from pitcrew.node import probe  # noqa: PLC0415
+
+    return probe.run(node=args.node, suite=args.suite, kubeconfig=args.kubeconfig)
+
+
+Commands = Any  # argparse's private _SubParsersAction
+
+
+def _add_devcluster(commands: Commands) -> None:
+    cluster = commands.add_parser("devcluster", help="a local control plane with fake GPU nodes")
+    cluster_commands = cluster.add_subparsers(dest="action", required=True)
+    up = cluster_commands.add_parser("up", help="build if needed and start; returns when Ready")
+    up.add_argument("--nodes", type=int, default=8)
+    up.add_argument("--gpus-per-node", type=int, default=8)
+    up.add_argument("--gpu-model", default="H100")
+    up.add_argument("--port", type=int, default=None, help="kube-apiserver port (default: free)")
+    up.add_argument("--timeout", type=float, default=180.0, help="seconds per component")
+    up.set_defaults(handler=_devcluster_up)
+    make = cluster_commands.add_parser("build", help="build the binaries (cached) and exit")
+    make.set_defaults(handler=_devcluster_build)
+    down = cluster_commands.add_parser("down", help="stop what `up` started, remove state")
+    down.set_defaults(handler=_devcluster_down)
+    state = cluster_commands.add_parser("status", help="which components are running")
+    state.set_defaults(handler=_devcluster_status)
+    for sub in (up, down, state):
+        sub.add_argument("--dir", type=Path, default=DEFAULT_DIR)
+
+
+def _add_runtime(commands: Commands) -> None:
+    operator = commands.add_parser("operator", help="run the operator (kopf, leader election)")
+    operator.add_argument("--kubeconfig", default=None)
+    operator.add_argument("--namespace", default="pitcrew-system")
+    operator.add_argument(
+        "--account-prefix", default="pitcrew", help="ServiceAccounts of Jobs: <prefix>-probe, ..."
+    )
+    operator.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="decide and record only: no writes to Nodes, Pods, Jobs",
+    )
+    operator.add_argument("--metrics-port", type=int, default=8080, help="0 disables")
+    operator.add_argument("--health-port", type=int, default=8081, help="0 disables")
+    operator.add_argument("--no-leader-election", action="store_true")
+    operator.add_argument("--identity", default=None, help="Lease holder identity")
+    operator.add_argument("--lease-seconds", type=int, default=15)
+    operator.add_argument("--resync-seconds", type=float, default=15.0)
+    operator.add_argument("--probe-image", default=None, help="image of probe Jobs")
+    operator.add_argument(
+        "--probe-resources",
+        type=json.loads,
+        default=None,
+        help='probe pods\' CPU/memory as JSON: {"requests": {"cpu": "8"}, "limits": {...}}',
+    )
+    operator.add_argument(
+        "--remediation-image", default=None, help="image with nvidia-smi for reset-gpu Jobs"
+    )
+    operator.set_defaults(handler=_operator)
+
+    agent_cmd = commands.add_parser("agent", help="the node agent (one per GPU node)")
+    agent_cmd.add_argument("--node", required=True, help="this node's name (downward API)")
+    agent_cmd.add_argument("--kubeconfig", default=None)
+    agent_cmd.add_argument("--interval", default="30s")
+    agent_cmd.add_argument("--heartbeat", default="5m")
+    agent_cmd.add_argument("--expected-gpus", type=int, default=None)
+    agent_cmd.add_argument("--kernel-log", default="/dev/kmsg")
+    agent_cmd.add_argument("--metrics-port", type=int, default=9400)
+    agent_cmd.add_argument(
+        "--simulated", action="store_true", help="sim backend instead of NVML (tests, no GPUs)"
+    )
+    agent_cmd.set_defaults(handler=_agent)
+
+    sim = commands.add_parser("sim-agents", help="simulated agents for every simulated node")
+    sim.add_argument("--kubeconfig", default=None)
+    sim.add_argument("--interval", default="30s")
+    sim.add_argument("--heartbeat", default="5m")
+    sim.add_argument("--metrics-port", type=int, default=0)
+    sim.set_defaults(handler=_sim_agents)
+
+    probe_cmd = commands.add_parser("probe", help="run a validation suite here (probe pod)")
+    probe_cmd.add_argument("--node", required=True)
+    probe_cmd.add_argument("--suite", default="standard")
+    probe_cmd.add_argument("--kubeconfig", default=None)
+    probe_cmd.set_defaults(handler=_probe)
+
+    pair_cmd = commands.add_parser("probe-pair", help="one node's side of a pair all-reduce")
+    pair_cmd.add_argument("--run", required=True)
+    pair_cmd.add_argument("--pair", required=True)
+    pair_cmd.add_argument("--rank", type=int, required=True)
+    pair_cmd.add_argument("--kubeconfig", default=None)
+    pair_cmd.set_defaults(handler=_probe_pair)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pitcrew", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    _add_devcluster(commands)
+    _add_runtime(commands)
+    crds = commands.add_parser("crds", help="generate CRD YAML from the API models")
+    crds.add_argument(
+        "--out",
+        type=Path,
+        action="append",
+        help="output folder, repeatable (default: crds/ and charts/pitcrew/crds/)",
+    )
+    crds.add_argument("--check", action="store_true", help="fail if the files are stale")
+    crds.set_defaults(handler=_crds)
+    demo = commands.add_parser(
+        "demo",
+        help="a local simulated GPU fleet, a training job and faults, with the real operator",
+    )
+    demo.add_argument("--nodes", type=int, default=32, help="simulated GPU nodes (8 GPUs each)")
+    demo.add_argument("--seed", type=int, default=7, help="fault schedule seed")
+    demo.add_argument(
+        "--speed", type=float, default=1.0, help="fault rate multiplier (1: one a minute)"
+    )
+    demo.add_argument(
+        "--duration", type=float, default=None, help="seconds; ends with a summary table"
+    )
+    demo.add_argument("--dir", type=Path, default=Path(".devcluster-demo"))
+    demo.add_argument("--spares", type=int, default=2, help="hot spares the policy keeps")
+    demo.add_argument(
+        "--no-checkpoint-aware",
+        action="store_true",
+        help="drain suspect nodes at once instead of at the job's next checkpoint",
+    )
+    demo.set_defaults(handler=_demo)
+    status = commands.add_parser(
+        "status", help="fleet summary: pools, nodes out of service, remediations, goodput"
+    )
+    status.add_argument("--kubeconfig", help="default: $KUBECONFIG or ~/.kube/config")
+    status.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    status.set_defaults(handler=_status)
+    chart = commands.add_parser(
+        "chart", help="generate the chart's RBAC, admission policy and dashboards from code"
+    )
+    chart.add_argument(
+        "--out", action="append", type=Path, help="chart folder (default: charts/pitcrew/)"
+    )
+    chart.add_argument("--check", action="store_true", help="fail if the files are stale")
+    chart.set_defaults(handler=_chart)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    if os.environ.get("PITCREW_DEBUG"):
+        logging.getLogger("pitcrew").setLevel(logging.DEBUG)
+    for noisy in ("kopf.objects", "kubernetes.leaderelection", "leaderelection", "urllib3"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    try:
+        return int(args.handler(args))
+    except (PitcrewError, GpuhealthError) as error:
+        print(f"pitcrew: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,181 @@
+"""Report a training job's progress to Pitcrew, from rank 0.
+
+Pitcrew measures a job's goodput from its pods (labelled
+``pitcrew.dev/job=<name>``) and from one annotation, ``pitcrew.dev/progress``,
+on the pod of rank 0: the step it is at, its last checkpoint, and optionally
+the model FLOPs per step for MFU. In the training loop::
+
+    from pitcrew.client.progress import ProgressReporter
+
+    reporter = ProgressReporter(flops_per_step=6 * n_params * tokens_per_step)
+    for step in range(start, steps):
+        train_step()
+        reporter.step(step)              # written at most every 30 s
+        if step % 500 == 0:
+            save_checkpoint()
+            reporter.checkpoint(step)    # written at once
+
+Without the client, annotate the pod yourself (any process with ``patch`` on
+its own pod, or a human)::
+
+    kubectl annotate pod trainer-0 --overwrite pitcrew.dev/progress=\\
+      '{"step": 1200, "time": "2026-12-02T10:00:00Z", "checkpointStep": 1000,
+        "checkpointTime": "2026-12-02T09:52:00Z"}'
+
+The reporter never raises into the training loop: a failed write is logged
+and retried with the next report. It needs ``get``/``patch`` on pods in its
+own namespace and finds its pod from ``POD_NAME``/``POD_NAMESPACE`` (the
+downward API) or the hostname.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pitcrew.api.vocabulary import PROGRESS_ANNOTATION
+from pitcrew.core.job_ledger import Progress
+
+logger = logging.getLogger(__name__)
+SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def encode(progress: Progress) -> str:
+    fields: dict[str, Any] = {"step": progress.step, "time": _iso(progress.time)}
+    if progress.checkpoint_step is not None:
+        fields["checkpointStep"] = progress.checkpoint_step
+    if progress.checkpoint_time is not None:
+        fields["checkpointTime"] = _iso(progress.checkpoint_time)
+    for key, value in (
+        ("flopsPerStep", progress.flops_per_step),
+        ("parameters", progress.parameters),
+        ("tokensPerStep", progress.tokens_per_step),
+    ):
+        if value is not None:
+            fields[key] = value
+    return json.dumps(fields, separators=(",", ":"))
+
+
+def decode(text: str | None) -> Progress | None:
+    """The progress an annotation says, or None when it is missing or malformed
+    (a hand-written annotation with a typo must not stop the accounting)."""
+    if not text:
+        return None
+    try:
+        raw = json.loads(text)
+        return Progress(
+            step=int(raw["step"]),
+            time=_parse_time(raw["time"]),
+            checkpoint_step=_optional(int, raw.get("checkpointStep")),
+            checkpoint_time=_optional(_parse_time, raw.get("checkpointTime")),
+            flops_per_step=_optional(float, raw.get("flopsPerStep")),
+            parameters=_optional(int, raw.get("parameters")),
+            tokens_per_step=_optional(int, raw.get("tokensPerStep")),
+        )
+    except (ValueError, KeyError, TypeError):
+        logger.warning("ignoring malformed %s annotation: %.200s", PROGRESS_ANNOTATION, text)
+        return None
+
+
+def _optional(convert: Callable[[Any], Any], value: Any) -> Any:
+    return None if value is None else convert(value)
+
+
+def _parse_time(value: str) -> datetime.datetime:
+    parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)
+
+
+def _iso(moment: datetime.datetime) -> str:
+    return moment.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+class ProgressReporter:
+    """Writes rank 0's progress onto its own pod, rate-limited."""
+
+    def __init__(
+        self,
+        *,
+        pod: str | None = None,
+        namespace: str | None = None,
+        min_interval: float = 30.0,
+        flops_per_step: float | None = None,
+        parameters: int | None = None,
+        tokens_per_step: int | None = None,
+        api: Any = None,
+        clock: Callable[[], datetime.datetime] = _now,
+    ) -> None:
+        self.pod = pod or os.environ.get("POD_NAME") or socket.gethostname()
+        self.namespace = namespace or os.environ.get("POD_NAMESPACE") or _own_namespace()
+        self.min_interval = min_interval
+        self.model = (flops_per_step, parameters, tokens_per_step)
+        self.clock = clock
+        self._api = api
+        self._last_write = -float("inf")
+        self._checkpoint: tuple[int, datetime.datetime] | None = None
+        self._step = 0
+
+    def step(self, step: int) -> bool:
+        """Record the step reached; writes when ``min_interval`` has passed. True if written."""
+        self._step = step
+        if time.monotonic() - self._last_write < self.min_interval:
+            return False
+        return self._write()
+
+    def checkpoint(self, step: int) -> bool:
+        """Record a finished checkpoint at ``step``; written at once."""
+        self._step = max(self._step, step)
+        self._checkpoint = (step, self.clock())
+        return self._write()
+
+    def _write(self) -> bool:
+        flops, parameters, tokens = self.model
+        progress = Progress(
+            step=self._step,
+            time=self.clock(),
+            checkpoint_step=self._checkpoint[0] if self._checkpoint else None,
+            checkpoint_time=self._checkpoint[1] if self._checkpoint else None,
+            flops_per_step=flops,
+            parameters=parameters,
+            tokens_per_step=tokens,
+        )
+        try:
+            self._core().patch_namespaced_pod(
+                self.pod,
+                self.namespace,
+                {"metadata": {"annotations": {PROGRESS_ANNOTATION: encode(progress)}}},
+            )
+        except Exception:  # the training loop must never die for a report
+            logger.warning("could not report progress on pod %s", self.pod, exc_info=True)
+            return False
+        self._last_write = time.monotonic()
+        return True
+
+    def _core(self) -> Any:
+        if self._api is None:
+            from kubernetes import client, config  # noqa: PLC0415 - only when reporting
+
+            try:
+                config.load_incluster_config()
+            except config.ConfigException:
+                config.load_kube_config()
+            self._api = client.CoreV1Api()
+        return self._api
+
+
+def _own_namespace() -> str:
+    try:
+        return SA_NAMESPACE.read_text().strip()
+    except OSError:
+        return "default"

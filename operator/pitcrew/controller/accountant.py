@@ -1,0 +1,143 @@
+"""The timer that turns the operator's cache into GPU-time and job-time metrics.
+
+Every few seconds it reads the store (no API calls): each node's phase and
+GPU count go to the :class:`~pitcrew.core.fleet_ledger.FleetLedger`, each
+training job's pods, their nodes and rank 0's progress annotation to a
+:class:`~pitcrew.core.job_ledger.JobLedger`; what the ledgers return is added to
+the Prometheus counters. The same fleet ledger answers the policy status's
+last-hour and last-day goodput.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+from typing import Any
+
+from pitcrew.api.gpunode import Phase
+from pitcrew.api.vocabulary import (
+    JOB_LABEL,
+    JOB_SIZE_LABEL,
+    OUT_OF_SERVICE,
+    PROGRESS_ANNOTATION,
+)
+from pitcrew.client.progress import decode
+from pitcrew.controller import metrics
+from pitcrew.controller.store import Store
+from pitcrew.core.convert import gpu_capacity, gpu_model, pod_gpus
+from pitcrew.core.fleet_ledger import FleetLedger, NodeTime
+from pitcrew.core.job_ledger import CATEGORIES, Cause, JobLedger, JobObservation, JobPod
+
+
+class Accountant:
+    def __init__(self, store: Store, *, now: datetime.datetime) -> None:
+        self.store = store
+        self.fleet = FleetLedger(last=now)
+        self.jobs: dict[str, JobLedger] = {}
+        self._gauges: set[tuple[str, Phase]] = set()
+
+    def tick(self, now: datetime.datetime) -> None:
+        out_of_service = self._fleet(now)
+        self._jobs(now, out_of_service)
+
+    def goodput(self, pool: str, now: datetime.datetime) -> dict[str, float]:
+        found = {
+            "lastHour": self.fleet.goodput(pool, window=datetime.timedelta(hours=1), now=now),
+            "lastDay": self.fleet.goodput(pool, window=datetime.timedelta(days=1), now=now),
+        }
+        # Three decimals (0.1 %): finer would rewrite the policy status on every tick.
+        return {k: round(v, 3) for k, v in found.items() if v is not None}
+
+    def _fleet(self, now: datetime.datetime) -> frozenset[str]:
+        """Account GPU time; returns the nodes out of service."""
+        times: list[NodeTime] = []
+        out: set[str] = set()
+        for name, node in self.store.nodes.items():
+            pools = self.store.policies_of(name)
+            if len(pools) != 1:
+                continue
+            summary = self.store.summary(name)
+            times.append(NodeTime(pools[0], summary.phase, gpu_capacity(node), summary.since))
+            if summary.phase in OUT_OF_SERVICE:
+                out.add(name)
+            if summary.heartbeat is not None:
+                metrics.HEARTBEAT.labels(name).set(summary.heartbeat.timestamp())
+        for (pool, phase), seconds in self.fleet.tick(times, now).items():
+            metrics.GPU_SECONDS.labels(pool, phase).inc(seconds)
+        counts: dict[tuple[str, Phase], tuple[int, int, float]] = {}
+        for t in times:
+            nodes, gpus, oldest = counts.get((t.pool, t.phase), (0, 0, 0.0))
+            age = (now - t.since).total_seconds() if t.since else 0.0
+            counts[(t.pool, t.phase)] = (nodes + 1, gpus + t.gpus, max(oldest, age))
+        for key in self._gauges - set(counts):
+            for gauge in (metrics.NODES, metrics.GPUS, metrics.OLDEST):
+                gauge.labels(*key).set(0)
+        for key, (nodes, gpus, oldest) in counts.items():
+            metrics.NODES.labels(*key).set(nodes)
+            metrics.GPUS.labels(*key).set(gpus)
+            metrics.OLDEST.labels(*key).set(oldest)
+        self._gauges |= set(counts)
+        return frozenset(out)
+
+    def _observations(self, out: frozenset[str]) -> dict[str, JobObservation]:
+        grouped: dict[str, list[dict[str, Any]]] = {}
+        for pod in self.store.pods.values():
+            meta = pod.get("metadata") or {}
+            job = (meta.get("labels") or {}).get(JOB_LABEL)
+            if job:
+                grouped.setdefault(f"{meta.get('namespace', '')}/{job}", []).append(pod)
+        return {job: self._observe(pods, out) for job, pods in grouped.items()}
+
+    def _observe(self, pods: list[dict[str, Any]], out: frozenset[str]) -> JobObservation:
+        members: list[JobPod] = []
+        progress = None
+        size: int | None = None
+        for pod in pods:
+            meta = pod.get("metadata") or {}
+            node = (pod.get("spec") or {}).get("nodeName") or ""
+            phase = (pod.get("status") or {}).get("phase")
+            running = phase == "Running" and not meta.get("deletionTimestamp")
+            model = gpu_model(self.store.nodes.get(node) or {})
+            peak = model.peak_bf16_tflops * 1e12 if model else None
+            members.append(JobPod(meta.get("name", ""), running, node, pod_gpus(pod), peak))
+            progress = decode((meta.get("annotations") or {}).get(PROGRESS_ANNOTATION)) or progress
+            declared = (meta.get("labels") or {}).get(JOB_SIZE_LABEL)
+            if declared and declared.isdigit():
+                size = int(declared)
+        finished = bool(pods) and all(
+            (p.get("status") or {}).get("phase") == "Succeeded" for p in pods
+        )
+        return JobObservation(
+            pods=tuple(members),
+            progress=progress,
+            out_of_service=out,
+            size=size,
+            finished=finished,
+        )
+
+    def _jobs(self, now: datetime.datetime, out: frozenset[str]) -> None:
+        observations = self._observations(out)
+        for job in set(self.jobs) - set(observations):  # every pod gone: the job is over
+            self._forget(job)
+        for job, observation in observations.items():
+            ledger = self.jobs.setdefault(job, JobLedger(last=now))
+            tick = ledger.tick(observation, now)
+            for category, seconds in tick.seconds.items():
+                metrics.JOB_SECONDS.labels(job, category).inc(seconds)
+            for cause in tick.interruptions:
+                metrics.JOB_INTERRUPTIONS.labels(job, cause).inc()
+            metrics.JOB_GPUS.labels(job).set(tick.gpus)
+            if tick.mfu is not None:
+                metrics.JOB_MFU.labels(job).set(tick.mfu)
+
+    def _forget(self, job: str) -> None:
+        self.jobs.pop(job, None)
+        for category in CATEGORIES:
+            with contextlib.suppress(KeyError):
+                metrics.JOB_SECONDS.remove(job, category)
+        for cause in Cause:
+            with contextlib.suppress(KeyError):
+                metrics.JOB_INTERRUPTIONS.remove(job, cause)
+        for gauge in (metrics.JOB_MFU, metrics.JOB_GPUS):
+            with contextlib.suppress(KeyError):
+                gauge.remove(job)

@@ -1,0 +1,120 @@
+"""The operator's Prometheus metrics, and how a decision turns into observations.
+
+Every metric is defined here, so its name, labels and cardinality can be
+reviewed in one place (docs/metrics.md lists them):
+
+- ``pool`` is a GPUHealthPolicy name and ``phase`` one of ten phases: a few
+  dozen series per pool;
+- ``reason`` comes from a closed vocabulary (check names and lifecycle
+  reasons), never from free text;
+- ``node`` appears only on the agent heartbeat gauge: one series per node,
+  bounded by the fleet; pods never appear in a label;
+- ``job`` is the ``pitcrew.dev/job`` label of training workloads: one series
+  per job and category, removed when the job's pods are gone.
+
+Counters are fed by the shell after a decision has been carried out (a
+transition that was not written did not happen); GPU-seconds and job time
+are fed by the accountants on a timer.
+"""
+
+from __future__ import annotations
+
+import datetime
+
+from prometheus_client import Counter, Gauge, Histogram
+
+from pitcrew.api.gpunode import GPUNodeStatus, Phase
+from pitcrew.api.vocabulary import IN_SERVICE, TAKEN_OUT
+
+GPU_SECONDS = Counter(
+    "pitcrew_gpu_seconds_total",
+    "GPU-seconds spent in each phase; goodput over a window is a ratio of rates.",
+    ["pool", "phase"],
+)
+NODES = Gauge("pitcrew_nodes", "Nodes by phase.", ["pool", "phase"])
+OLDEST = Gauge(
+    "pitcrew_phase_oldest_age_seconds",
+    "How long the node longest in each phase has been in it (stuck drains, repairs).",
+    ["pool", "phase"],
+)
+GPUS = Gauge("pitcrew_gpus", "GPUs by the phase of their node.", ["pool", "phase"])
+TRANSITIONS = Counter(
+    "pitcrew_phase_transitions_total",
+    "Node phase transitions.",
+    ["pool", "from_phase", "to_phase", "reason"],
+)
+REMEDIATIONS = Counter(
+    "pitcrew_remediations_total",
+    "Remediation rungs by action and result (started, succeeded, failed).",
+    ["pool", "action", "result"],
+)
+REMEDIATION_SECONDS = Histogram(
+    "pitcrew_remediation_duration_seconds",
+    "From a rung's start to the node leaving Remediating.",
+    ["pool", "action"],
+    buckets=(30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400),
+)
+DETECTION_SECONDS = Histogram(
+    "pitcrew_detection_to_quarantine_seconds",
+    "From the health report that carried a fault to the node's quarantine.",
+    ["pool"],
+    buckets=(0.25, 0.5, 1, 2, 3, 5, 10, 30, 60, 120),
+)
+DRAIN_SECONDS = Histogram(
+    "pitcrew_drain_duration_seconds",
+    "From the start of a drain to the last pod gone (or the drain given up).",
+    ["pool"],
+    buckets=(5, 15, 30, 60, 120, 300, 600, 1200, 3600),
+)
+EVICTIONS = Counter(
+    "pitcrew_evictions_total",
+    "Eviction requests by result (evicted, blocked by a PodDisruptionBudget, failed).",
+    ["pool", "result"],
+)
+BREAKER_OPEN = Gauge(
+    "pitcrew_circuit_breaker_open", "1 while the policy's circuit breaker refuses nodes.", ["pool"]
+)
+LEADER = Gauge("pitcrew_leader", "1 in the operator instance that holds the Lease.")
+RECONCILE_ERRORS = Counter(
+    "pitcrew_reconcile_errors_total", "Decisions or rounds that failed and were retried."
+)
+HEARTBEAT = Gauge(
+    "pitcrew_agent_last_heartbeat_timestamp_seconds",
+    "Unix time of the last report from the node's agent.",
+    ["node"],
+)
+JOB_SECONDS = Counter(
+    "pitcrew_job_seconds_total",
+    "Wall time of a training job by category: productive, wasted (progress lost at "
+    "an interruption), recovery (after a node fault until it runs again), waiting.",
+    ["job", "category"],
+)
+JOB_INTERRUPTIONS = Counter(
+    "pitcrew_job_interruptions_total", "Job interruptions by cause.", ["job", "cause"]
+)
+JOB_MFU = Gauge(
+    "pitcrew_job_mfu_ratio",
+    "Model FLOPs utilisation: achieved FLOP/s over the peak dense bf16 FLOP/s of its GPUs.",
+    ["job"],
+)
+JOB_GPUS = Gauge("pitcrew_job_gpus", "GPUs requested by the job's running pods.", ["job"])
+
+
+def record_decision(
+    *, pool: str, before: GPUNodeStatus, after: GPUNodeStatus, now: datetime.datetime
+) -> None:
+    """Count what changed between the status before a decision and the one written."""
+    if after.phase is not before.phase:
+        TRANSITIONS.labels(pool, before.phase, after.phase, after.reason).inc()
+        reported = after.checks.report_time
+        if before.phase in IN_SERVICE and after.phase in TAKEN_OUT and reported is not None:
+            DETECTION_SECONDS.labels(pool).observe(max(0.0, (now - reported).total_seconds()))
+        if before.phase is Phase.DRAINING and before.drain is not None:
+            DRAIN_SECONDS.labels(pool).observe((now - before.drain.started_at).total_seconds())
+    old, new = before.remediation, after.remediation
+    if new is not None and (old is None or old.reference != new.reference):
+        REMEDIATIONS.labels(pool, new.action, "started").inc()
+    if old is not None and (new is None or old.reference != new.reference):
+        succeeded = after.phase is Phase.VALIDATING or after.phase is Phase.HEALTHY
+        REMEDIATIONS.labels(pool, old.action, "succeeded" if succeeded else "failed").inc()
+        REMEDIATION_SECONDS.labels(pool, old.action).observe((now - old.started_at).total_seconds())

@@ -1,0 +1,183 @@
+"""The shell around :func:`pitcrew.core.validation.plan`: ValidationRuns against the API.
+
+Each step, for every unfinished run: reads the selected nodes from the
+store, plans, then makes the cluster match the plan: the request annotation
+``pitcrew.dev/validation-run`` on exactly the nodes the plan holds (the node
+lifecycle does the cordon, drain-when-idle, probe and return to service),
+the pair Jobs it starts, a failing probe report for each node it blames, and
+the run's status. The run status is shared by server-side apply: the
+operator owns everything but the pair results, which the pair probe owns.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from typing import Any, cast
+
+from kubernetes import client
+
+from gpuhealth.report import CheckResult, CheckStatus, FaultClass, RecommendedAction
+from pitcrew.api.gpunode import ChecksStatus
+from pitcrew.api.meta import API_VERSION, GROUP, VERSION, parse_duration
+from pitcrew.api.validationrun import (
+    RunPhase,
+    ValidationRun,
+    ValidationRunSpec,
+    ValidationRunStatus,
+)
+from pitcrew.api.vocabulary import OPERATOR_MANAGER, PROBE_MANAGER, VALIDATION_REQUEST, account_name
+from pitcrew.controller.settings import OperatorSettings
+from pitcrew.controller.store import Store
+from pitcrew.core.convert import gpu_capacity, matches
+from pitcrew.core.validation import Candidate, RunPlan, plan
+from pitcrew.kube import gpunodes, jobs, nodes
+from pitcrew.kube.client import retrying
+from pitcrew.kube.events import Recorder, Ref
+
+logger = logging.getLogger(__name__)
+OPERATOR_PAIR_FIELDS = {"name", "nodes", "attempt"}
+
+
+class Runs:
+    def __init__(
+        self, api: client.ApiClient, store: Store, settings: OperatorSettings, recorder: Recorder
+    ) -> None:
+        self.api, self.store, self.settings, self.recorder = api, store, settings, recorder
+        self.custom = client.CustomObjectsApi(api)
+
+    def active(self) -> bool:
+        return any(
+            (r.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+            for r in self.store.runs.values()
+        )
+
+    def step(self, now: datetime.datetime) -> None:
+        for run in list(self.store.runs.values()):
+            try:
+                self._step(run, now)
+            except Exception:
+                logger.exception(
+                    "ValidationRun %s: step failed; retried on the next round",
+                    run["metadata"]["name"],
+                )
+
+    def _candidates(self, spec: ValidationRunSpec) -> list[Candidate]:
+        selector = spec.node_selector.model_dump(by_alias=True)
+        found = []
+        for name, node in self.store.nodes.items():
+            labels = node["metadata"].get("labels") or {}
+            if matches(selector, labels):
+                status = self.store.status(name)
+                found.append(
+                    Candidate(
+                        name=name,
+                        phase=status.phase,
+                        group=labels.get(spec.topology_key, ""),
+                        probe=status.probe,
+                    )
+                )
+        return found
+
+    def _step(self, run: dict[str, Any], now: datetime.datetime) -> None:
+        name = run["metadata"]["name"]
+        spec = ValidationRunSpec.model_validate(run["spec"])
+        status = ValidationRunStatus.model_validate(run.get("status") or {})
+        if status.phase in (RunPhase.SUCCEEDED, RunPhase.FAILED):
+            return
+        result = plan(spec=spec, status=status, candidates=self._candidates(spec), now=now)
+        self._requests(name, result)
+        self._write(run, result.status)  # pair entries exist before their probes report
+        for pair in result.start_pairs:
+            self._start_pair(name, spec, pair.name, pair.attempt, pair.nodes)
+        for node, message in result.blame.items():
+            self._blame(node, message)
+        if result.status.phase is not status.phase:
+            self.recorder.emit(
+                Ref(ValidationRun.KIND, name, API_VERSION, run["metadata"].get("uid", "")),
+                reason=f"Run{result.status.phase}",
+                message=f"{len(result.status.nodes)} nodes, failed: "
+                f"{', '.join(result.status.failed_nodes) or 'none'}",
+                warning=result.status.phase is RunPhase.FAILED,
+            )
+
+    def _requests(self, run: str, result: RunPlan) -> None:
+        for name, node in self.store.nodes.items():
+            holder = (node["metadata"].get("annotations") or {}).get(VALIDATION_REQUEST)
+            if name in result.requested and holder != run:
+                nodes.annotate(self.api, name, {VALIDATION_REQUEST: run})
+            elif name not in result.requested and holder == run:
+                nodes.annotate(self.api, name, {VALIDATION_REQUEST: None})
+
+    def _address(self, node: str) -> str:
+        addresses = (self.store.nodes.get(node, {}).get("status") or {}).get("addresses") or []
+        return next((a["address"] for a in addresses if a.get("type") == "InternalIP"), node)
+
+    def _start_pair(
+        self, run: str, spec: ValidationRunSpec, pair: str, attempt: int, members: list[str]
+    ) -> None:
+        for job in jobs.pair_jobs(
+            run=run,
+            pair=pair,
+            attempt=attempt,
+            nodes=members,
+            master_address=self._address(members[0]),
+            namespace=self.settings.namespace,
+            image=self.settings.probe_image,
+            gpus=gpu_capacity(self.store.nodes.get(members[0], {})),
+            deadline_seconds=int(parse_duration(spec.timeout).total_seconds()),
+            service_account=account_name("probe", self.settings.account_prefix),
+        ):
+            jobs.create(self.api, job)
+
+    def _blame(self, node: str, message: str) -> None:
+        report = ChecksStatus(
+            report_time=datetime.datetime.now(datetime.UTC),
+            backend="pair",
+            suite="nccl-pair",
+            results=[
+                CheckResult(
+                    name="nccl-pair",
+                    status=CheckStatus.FAIL,
+                    fault_class=FaultClass.DEGRADED,
+                    action=RecommendedAction.RESET_GPU,
+                    message=message[:1024],
+                )
+            ],
+        )
+        gpunodes.apply_status(
+            self.api,
+            node=node,
+            status={"probe": report.model_dump(mode="json", by_alias=True, exclude_none=True)},
+            manager=PROBE_MANAGER,
+        )
+
+    def _write(self, run: dict[str, Any], status: ValidationRunStatus) -> None:
+        body_status = status.model_dump(
+            mode="json", by_alias=True, exclude_none=True, exclude={"pairs"}
+        )
+        body_status["pairs"] = [
+            p.model_dump(mode="json", by_alias=True, include=OPERATOR_PAIR_FIELDS)
+            for p in status.pairs
+        ]
+        current = run.get("status") or {}
+        if all(current.get(k) == v for k, v in body_status.items() if k != "pairs") and len(
+            current.get("pairs") or []
+        ) == len(body_status["pairs"]):
+            return
+        written = retrying(self.custom.patch_cluster_custom_object_status)(
+            GROUP,
+            VERSION,
+            ValidationRun.PLURAL,
+            run["metadata"]["name"],
+            {
+                "apiVersion": API_VERSION,
+                "kind": ValidationRun.KIND,
+                "metadata": {"name": run["metadata"]["name"]},
+                "status": body_status,
+            },
+            field_manager=OPERATOR_MANAGER,
+            force=True,
+            _content_type=gpunodes.APPLY,
+        )
+        self.store.put("run", cast(dict[str, Any], written))

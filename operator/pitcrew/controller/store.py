@@ -1,0 +1,159 @@
+"""The operator's in-memory view of the cluster, fed by watch events.
+
+kopf's ``on.event`` handlers put every Node, Pod, GPUNode and policy they
+see here; the reconciler reads only from here, so a decision never waits on
+an API read. Events can arrive late or out of order relative to the
+operator's own writes: an object whose ``resourceVersion`` is older than the
+one already stored (from a write's response) is ignored, so a stale event
+never makes the operator forget what it just did.
+
+Everything derived from an object (its parsed status, the policies a Node
+matches) is computed once per ``resourceVersion``: the fleet summary that
+every decision needs walks all nodes, and at thousands of nodes it must be
+a walk over cached tuples, not over parsing and label matching.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections import defaultdict
+from typing import Any, NamedTuple
+
+from pitcrew.api.gpunode import GPUNodeStatus, Phase
+from pitcrew.core.convert import gpunode_status, matches, policy_view
+from pitcrew.core.views import PolicyView
+
+Object = dict[str, Any]
+
+
+class Summary(NamedTuple):
+    """What the fleet view needs from one GPUNode status."""
+
+    phase: Phase
+    refused: bool
+    """Held in service by the circuit breaker."""
+    since: datetime.datetime | None
+    heartbeat: datetime.datetime | None
+
+
+def summarize(status: GPUNodeStatus) -> Summary:
+    refused = any(
+        c.type == "Admitted" and c.reason == "CircuitBreakerOpen" for c in status.conditions
+    )
+    return Summary(status.phase, refused, status.phase_since, status.last_heartbeat)
+
+
+def _version(obj: Object) -> int | None:
+    try:
+        return int(obj.get("metadata", {}).get("resourceVersion", ""))
+    except ValueError:
+        return None
+
+
+class Store:
+    def __init__(self) -> None:
+        self.nodes: dict[str, Object] = {}
+        self.gpunodes: dict[str, Object] = {}
+        self.policies: dict[str, Object] = {}
+        self.runs: dict[str, Object] = {}
+        self.pods: dict[str, Object] = {}
+        self.pods_by_node: dict[str, dict[str, Object]] = defaultdict(dict)
+        self._statuses: dict[str, tuple[Any, GPUNodeStatus, Summary]] = {}
+        self._policies: dict[str, tuple[Any, PolicyView]] = {}
+        self._matched: dict[str, tuple[Any, int, tuple[str, ...]]] = {}
+        self._policy_epoch = 0
+        """Bumped on any policy change: every node's match is recomputed."""
+
+    def _parsed(self, name: str) -> tuple[Any, GPUNodeStatus, Summary]:
+        obj = self.gpunodes.get(name)
+        version = (obj or {}).get("metadata", {}).get("resourceVersion")
+        cached = self._statuses.get(name)
+        if cached is None or cached[0] != version:
+            status = gpunode_status(obj)
+            cached = (version, status, summarize(status))
+            self._statuses[name] = cached
+        return cached
+
+    def status(self, name: str) -> GPUNodeStatus:
+        """The parsed status of GPUNode ``name``, parsed once per resourceVersion."""
+        return self._parsed(name)[1]
+
+    def summary(self, name: str) -> Summary:
+        return self._parsed(name)[2]
+
+    def policies_of(self, name: str) -> tuple[str, ...]:
+        """Names of the policies whose selector matches Node ``name``."""
+        node = self.nodes.get(name) or {}
+        version = node.get("metadata", {}).get("resourceVersion")
+        cached = self._matched.get(name)
+        if cached is None or cached[0] != version or cached[1] != self._policy_epoch:
+            labels = node.get("metadata", {}).get("labels") or {}
+            found = tuple(
+                sorted(
+                    p["metadata"]["name"]
+                    for p in self.policies.values()
+                    if matches((p.get("spec") or {}).get("nodeSelector") or {}, labels)
+                )
+            )
+            cached = (version, self._policy_epoch, found)
+            self._matched[name] = cached
+        return cached[2]
+
+    def policy(self, name: str) -> PolicyView:
+        """The parsed policy ``name``, parsed once per resourceVersion."""
+        obj = self.policies[name]
+        version = obj.get("metadata", {}).get("resourceVersion")
+        cached = self._policies.get(name)
+        if cached is None or cached[0] != version:
+            cached = (version, policy_view(obj))
+            self._policies[name] = cached
+        return cached[1]
+
+    @staticmethod
+    def _newer(current: Object | None, incoming: Object) -> bool:
+        if current is None:
+            return True
+        old, new = _version(current), _version(incoming)
+        return old is None or new is None or new >= old
+
+    def put(self, kind: str, obj: Object, *, deleted: bool = False) -> str | None:
+        """Record an object; returns the node name it concerns, if any."""
+        meta = obj.get("metadata", {})
+        name = meta.get("name", "")
+        if kind == "pod":
+            key = f"{meta.get('namespace', '')}/{name}"
+            node = (obj.get("spec") or {}).get("nodeName") or ""
+            previous = self.pods.get(key)
+            old_node = (previous.get("spec") or {}).get("nodeName") if previous else None
+            if deleted:
+                self.pods.pop(key, None)
+                self.pods_by_node[old_node or node].pop(key, None)
+                return old_node or node or None
+            if not self._newer(previous, obj):
+                return None
+            self.pods[key] = obj
+            if old_node and old_node != node:
+                self.pods_by_node[old_node].pop(key, None)
+            if node:
+                self.pods_by_node[node][key] = obj
+            return node or None
+        table = {
+            "node": self.nodes,
+            "gpunode": self.gpunodes,
+            "policy": self.policies,
+            "run": self.runs,
+        }[kind]
+        if kind == "policy":
+            self._policy_epoch += 1
+        if deleted:
+            table.pop(name, None)
+            if kind == "node":
+                self._matched.pop(name, None)
+            elif kind == "gpunode":
+                self._statuses.pop(name, None)
+        elif self._newer(table.get(name), obj):
+            table[name] = obj
+        return name if kind in ("node", "gpunode") else None
+
+    def pods_on(self, node: str) -> list[Object]:
+        return list(self.pods_by_node.get(node, {}).values())

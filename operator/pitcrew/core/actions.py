@@ -1,0 +1,111 @@
+"""What the decision logic asks the shell to do.
+
+Each action is a small frozen record. The shell (:mod:`pitcrew.controller.reconciler`)
+executes them idempotently: cordoning a cordoned node, creating a Job that
+exists or evicting a pod that is already gone are no-ops, so a decision that
+is executed twice (a retry, a new leader) does no harm. Every action also
+becomes an Event on the Node and the GPUNode, with ``reason`` and ``message``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pitcrew.api.policy import RemediationAction
+from pitcrew.core.views import PodView
+
+
+@dataclass(frozen=True)
+class Cordon:
+    taint: str
+    value: str
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Uncordon:
+    """Remove Pitcrew's taints and, if Pitcrew made the cordon, the cordon."""
+
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class SetTaint:
+    taint: str
+    value: str
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class RemoveTaint:
+    taint: str
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Evict:
+    pods: tuple[PodView, ...]
+    reason: str = "Draining"
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class ForceDelete:
+    pods: tuple[PodView, ...]
+    reason: str = "DrainTimeoutForce"
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class StartProbe:
+    suite: str
+    name: str
+    """Deterministic Job name: creating it twice is a no-op."""
+    reason: str = "ValidationStarted"
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class Remediate:
+    action: RemediationAction
+    step: int
+    attempt: int
+    key: str
+    """Idempotency key: Job name, webhook Idempotency-Key, annotation value."""
+    gpus: tuple[int, ...] = ()
+    reason: str = "RemediationStarted"
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class ReleaseSpare:
+    node: str
+    reason: str = "SpareReleased"
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class Record:
+    """Only an Event: a decision taken or refused, with nothing to execute."""
+
+    reason: str
+    message: str
+    warning: bool = False
+
+
+Action = (
+    Cordon
+    | Uncordon
+    | SetTaint
+    | RemoveTaint
+    | Evict
+    | ForceDelete
+    | StartProbe
+    | Remediate
+    | ReleaseSpare
+    | Record
+)

@@ -1,0 +1,151 @@
+"""Turn API objects (as JSON dicts) into the plain views the decisions read."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable
+from typing import Any
+
+from pydantic import ValidationError
+
+from gpuhealth.models import GpuModel, model_for_product
+from pitcrew.api.gpunode import GPUNodeStatus
+from pitcrew.api.policy import GPUHealthPolicySpec
+from pitcrew.api.vocabulary import (
+    CHECKPOINT_ANNOTATION,
+    GPU_PRODUCT_LABEL,
+    GPU_RESOURCE,
+    PROBE_LABEL,
+)
+from pitcrew.core.views import NodeView, PodView, PolicyView, Taint
+
+EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
+
+def parse_time(value: Any) -> datetime.datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, datetime.datetime):
+        return value if value.tzinfo else value.replace(tzinfo=datetime.UTC)
+    try:
+        parsed = datetime.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)
+
+
+def pod_view(pod: dict[str, Any]) -> PodView:
+    meta = pod.get("metadata", {})
+    owners = meta.get("ownerReferences") or []
+    controller = next((o for o in owners if o.get("controller")), owners[0] if owners else {})
+    annotations = meta.get("annotations") or {}
+    labels = meta.get("labels") or {}
+    phase = (pod.get("status") or {}).get("phase", "")
+    return PodView(
+        namespace=meta.get("namespace", ""),
+        name=meta.get("name", ""),
+        owner_kind=controller.get("kind", ""),
+        mirror="kubernetes.io/config.mirror" in annotations,
+        terminating=meta.get("deletionTimestamp") is not None,
+        finished=phase in ("Succeeded", "Failed"),
+        probe=PROBE_LABEL in labels,
+        checkpoint_at=parse_time(annotations.get(CHECKPOINT_ANNOTATION)),
+        grace_seconds=int((pod.get("spec") or {}).get("terminationGracePeriodSeconds") or 30),
+    )
+
+
+def node_view(node: dict[str, Any], pods: Iterable[dict[str, Any]] = ()) -> NodeView:
+    meta = node.get("metadata", {})
+    spec = node.get("spec") or {}
+    conditions = (node.get("status") or {}).get("conditions") or []
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+    return NodeView(
+        name=meta.get("name", ""),
+        created=parse_time(meta.get("creationTimestamp")) or EPOCH,
+        labels=dict(meta.get("labels") or {}),
+        annotations=dict(meta.get("annotations") or {}),
+        unschedulable=bool(spec.get("unschedulable")),
+        taints=tuple(
+            Taint(t.get("key", ""), t.get("value") or "", t.get("effect", ""))
+            for t in spec.get("taints") or []
+        ),
+        ready=ready,
+        pods=tuple(pod_view(p) for p in pods),
+    )
+
+
+def gpu_capacity(node: dict[str, Any]) -> int:
+    """The node's ``nvidia.com/gpu`` capacity: the one reading of how many GPUs a
+    node has. 0 when it declares none (no device plugin yet) or garbage, never a
+    guess: a probe or a reset that asks for GPUs the node does not show would
+    wait forever or test the wrong count."""
+    capacity = (node.get("status") or {}).get("capacity") or {}
+    try:
+        return max(0, int(capacity.get(GPU_RESOURCE) or 0))
+    except (TypeError, ValueError):
+        return 0
+
+
+def gpu_model(node: dict[str, Any]) -> GpuModel | None:
+    """The GPU model its ``nvidia.com/gpu.product`` label names, if gpuhealth knows it."""
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    return model_for_product(labels.get(GPU_PRODUCT_LABEL, ""))
+
+
+def pod_gpus(pod: dict[str, Any]) -> int:
+    """GPUs a pod asks for: its containers' limits (or requests) summed."""
+    total = 0
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        resources = container.get("resources") or {}
+        amount = (resources.get("limits") or {}).get(GPU_RESOURCE) or (
+            resources.get("requests") or {}
+        ).get(GPU_RESOURCE)
+        try:
+            total += int(amount or 0)
+        except (TypeError, ValueError):
+            continue
+    return total
+
+
+def gpunode_status(gpunode: dict[str, Any] | None) -> GPUNodeStatus:
+    """The status of a GPUNode; an unreadable status is treated as a new one
+    (Pending) rather than crashing the reconciler."""
+    if not gpunode or not gpunode.get("status"):
+        return GPUNodeStatus()
+    try:
+        return GPUNodeStatus.model_validate(gpunode["status"])
+    except ValidationError:
+        return GPUNodeStatus()
+
+
+def policy_view(policy: dict[str, Any]) -> PolicyView:
+    meta = policy.get("metadata", {})
+    status = policy.get("status") or {}
+    breaker = status.get("breaker") or {}
+    return PolicyView(
+        name=meta.get("name", ""),
+        created=parse_time(meta.get("creationTimestamp")) or EPOCH,
+        spec=GPUHealthPolicySpec.model_validate(policy.get("spec") or {}),
+        breaker_open=bool(breaker.get("open")),
+        cooldown_until=parse_time(status.get("cooldownUntil")),
+    )
+
+
+def matches(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """Kubernetes label-selector semantics for matchLabels and matchExpressions."""
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for expression in selector.get("matchExpressions") or []:
+        key, operator = expression["key"], expression["operator"]
+        values = expression.get("values") or []
+        present = key in labels
+        if operator == "In" and (not present or labels[key] not in values):
+            return False
+        if operator == "NotIn" and present and labels[key] in values:
+            return False
+        if operator == "Exists" and not present:
+            return False
+        if operator == "DoesNotExist" and present:
+            return False
+    return True

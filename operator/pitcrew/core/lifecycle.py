@@ -1,0 +1,681 @@
+"""The node lifecycle: one pure function from current state to next state and actions.
+
+``decide`` reads a node (Node facts, its GPUNode status, the policy, a
+snapshot of the fleet and the time) and returns the next operator-owned
+status and the actions that get the cluster there. It does no I/O and reads
+no clock, so it is tested exhaustively without a cluster, and it is
+level-triggered: it never asks "what just happened", only "what is true now".
+Running it again on the state its own actions produced yields no action
+(idempotence), which is what makes a restart or a new leader safe.
+
+Phases (DESIGN.md)::
+
+    Pending -> Validating -> Healthy <-> Suspect
+    Healthy/Suspect -> Quarantined -> Draining -> Remediating -> Validating
+    Remediating -> Retired (ladder exhausted, or lemon)
+    Healthy <-> Spare;  any -> Excluded (opt-out label)
+
+Rules that keep production safe live here, next to the transitions they
+guard: the circuit breaker and concurrency bounds (:mod:`pitcrew.core.safety`)
+gate every transition that takes capacity away; a cordon made by anyone
+else is never undone; a check that could not run (``error``) is never
+evidence against a node. Remediation progress (action, step, attempt,
+start) is status, so a half-done ladder resumes where it was.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+
+from gpuhealth.report import CheckStatus, FaultClass
+from pitcrew.api.gpunode import (
+    HISTORY_LIMIT,
+    DrainStatus,
+    GPUNodeStatus,
+    Phase,
+    RemediationStatus,
+    Transition,
+)
+from pitcrew.api.meta import Condition, ConditionStatus, parse_duration
+from pitcrew.api.policy import DrainTimeoutAction, RemediationAction
+from pitcrew.api.vocabulary import (
+    IN_SERVICE,
+    MANAGED_LABEL,
+    QUARANTINE_TAINT,
+    RETIRED_TAINT,
+    SPARE_TAINT,
+    UNHEALTHY,
+    VALIDATING_TAINT,
+)
+from pitcrew.core import actions as a
+from pitcrew.core import safety
+from pitcrew.core.views import FleetView, NodeState, PolicyView
+
+HEARTBEAT_MISSES = 3
+SEVERITY = {FaultClass.FATAL: 2, FaultClass.DEGRADED: 1}
+
+
+@dataclass(frozen=True)
+class Decision:
+    status: GPUNodeStatus
+    actions: tuple[a.Action, ...] = ()
+
+    @property
+    def phase(self) -> Phase:
+        return self.status.phase
+
+
+@dataclass(frozen=True)
+class _Finding:
+    fault_class: FaultClass
+    reason: str
+    message: str
+    gpus: tuple[int, ...]
+
+
+def worst_finding(status: GPUNodeStatus, *, probe: bool = False) -> _Finding | None:
+    """The most severe failing check of the latest report (and of the latest probe
+    report, with ``probe``), or None."""
+    results = list(status.checks.results)
+    if probe and status.probe is not None:
+        results.extend(status.probe.results)
+    failing = [c for c in results if c.status is CheckStatus.FAIL and c.fault_class in SEVERITY]
+    if not failing:
+        return None
+    worst = max(SEVERITY[c.fault_class] for c in failing)
+    top = [c for c in failing if SEVERITY[c.fault_class] == worst]
+    first = top[0]
+    reason = "".join(part.capitalize() for part in first.name.split("-"))
+    gpus = tuple(sorted({c.gpu for c in top if c.gpu is not None}))
+    message = "; ".join(sorted({c.message or c.name for c in top}))[:1000]
+    return _Finding(first.fault_class, reason, message, gpus)
+
+
+def _report_after(status: GPUNodeStatus, moment: datetime.datetime | None) -> bool:
+    time = status.checks.report_time
+    return time is not None and (moment is None or time > moment)
+
+
+def _probe_done(status: GPUNodeStatus) -> bool:
+    probe = status.probe
+    return (
+        probe is not None
+        and probe.report_time is not None
+        and (status.phase_since is None or probe.report_time > status.phase_since)
+    )
+
+
+def probe_name(node: str, since: datetime.datetime | None) -> str:
+    stamp = int(since.timestamp()) if since else 0
+    return f"pitcrew-probe-{node}-{stamp}"[:63].rstrip("-")
+
+
+def remediation_key(node: str, step: int, attempt: int, started: datetime.datetime) -> str:
+    return f"pitcrew-fix-{node}-{step}-{attempt}-{int(started.timestamp())}"[:63].rstrip("-")
+
+
+class _Builder:
+    """Accumulates one decision: the next status and the actions."""
+
+    def __init__(
+        self,
+        state: NodeState,
+        policy: PolicyView,
+        fleet: FleetView,
+        now: datetime.datetime,
+        generation: int,
+    ) -> None:
+        self.state, self.policy, self.fleet, self.now = state, policy, fleet, now
+        self.node = state.node
+        self.status = state.status
+        self.generation = generation
+        self.actions: list[a.Action] = []
+        self.conditions: dict[str, tuple[ConditionStatus, str, str]] = {}
+
+    def go(self, phase: Phase, reason: str, message: str = "") -> None:
+        old = self.status
+        if phase is old.phase and reason == old.reason:
+            self.status = replace_status(old, message=message or old.message)
+            return
+        history = [*old.history]
+        if phase is not old.phase:
+            history.append(
+                Transition(time=self.now, from_phase=old.phase, to_phase=phase, reason=reason)
+            )
+        self.status = replace_status(
+            old,
+            phase=phase,
+            reason=reason,
+            message=message,
+            phase_since=self.now if phase is not old.phase else old.phase_since,
+            history=history[-HISTORY_LIMIT:],
+        )
+        if phase is not old.phase:
+            self.actions.append(a.Record(reason, f"{old.phase} -> {phase}: {message}".rstrip(": ")))
+
+    def set(self, **fields: object) -> None:
+        self.status = replace_status(self.status, **fields)
+
+    def condition(self, kind: str, status: ConditionStatus, reason: str, message: str = "") -> None:
+        self.conditions[kind] = (status, reason, message)
+
+    def ensure_cordon(self, taint: str, value: str, reason: str) -> None:
+        planned = any(isinstance(x, a.Cordon) and x.taint == taint for x in self.actions)
+        if not planned and not (self.node.unschedulable and self.node.has_taint(taint)):
+            self.actions.append(
+                a.Cordon(taint, value, reason, f"cordoned and tainted {taint}={value}")
+            )
+
+    def finish(self) -> Decision:
+        conditions = {c.type: c for c in self.status.conditions}
+        phase = self.status.phase
+        ready = (
+            ConditionStatus.TRUE if phase in IN_SERVICE else ConditionStatus.FALSE,
+            self.status.reason or str(phase),
+            self.status.message,
+        )
+        self.conditions["Ready"] = ready
+        for kind, (status, reason, message) in self.conditions.items():
+            previous = conditions.get(kind)
+            changed = previous is None or previous.status is not status
+            conditions[kind] = Condition(
+                type=kind,
+                status=status,
+                reason=reason,
+                message=message[:32768],
+                last_transition_time=self.now
+                if changed or previous is None
+                else previous.last_transition_time,
+                observed_generation=self.generation,
+            )
+        self.status = replace_status(
+            self.status,
+            conditions=sorted(conditions.values(), key=lambda c: c.type),
+            observed_generation=self.generation,
+        )
+        return Decision(status=self.status, actions=tuple(self.actions))
+
+
+def replace_status(status: GPUNodeStatus, **fields: object) -> GPUNodeStatus:
+    return status.model_copy(update=fields)
+
+
+def decide(
+    *,
+    state: NodeState,
+    policy: PolicyView,
+    fleet: FleetView,
+    now: datetime.datetime,
+    generation: int = 1,
+) -> Decision:
+    """The next status and the actions for one node. Pure: no I/O, no clock."""
+    b = _Builder(state, policy, fleet, now, generation)
+    spec = policy.spec
+    b.set(policy=policy.name)
+    _observe(b)
+    if state.node.opted_out:
+        b.go(Phase.EXCLUDED, "OptedOut", "node is labelled pitcrew.dev/managed=false")
+        return b.finish()
+    if spec.safety.paused:
+        b.condition(
+            "Paused",
+            ConditionStatus.TRUE,
+            "PolicyPaused",
+            f"policy {policy.name} is paused: no decisions",
+        )
+        return b.finish()
+    b.condition("Paused", ConditionStatus.FALSE, "PolicyActive")
+    handler = _PHASES.get(state.status.phase, _pending)
+    handler(b)
+    return b.finish()
+
+
+def _observe(b: _Builder) -> None:
+    """Conditions about the evidence itself: agent heartbeat, checks that could not run."""
+    status, spec = b.status, b.policy.spec
+    errors = [c for c in status.checks.results if c.status is CheckStatus.ERROR]
+    if errors:
+        b.condition(
+            "ChecksRunnable",
+            ConditionStatus.FALSE,
+            "ChecksCouldNotRun",
+            "; ".join(f"{c.name}: {c.message}" for c in errors)[:1000],
+        )
+    else:
+        b.condition("ChecksRunnable", ConditionStatus.TRUE, "ChecksRan")
+    limit = parse_duration(spec.checks.heartbeat) * HEARTBEAT_MISSES
+    if status.last_heartbeat is None:
+        b.condition("AgentReporting", ConditionStatus.UNKNOWN, "NoReportYet")
+    elif b.now - status.last_heartbeat > limit:
+        b.condition(
+            "AgentReporting",
+            ConditionStatus.FALSE,
+            "HeartbeatMissing",
+            f"no agent report since {status.last_heartbeat.isoformat()}",
+        )
+    else:
+        b.condition("AgentReporting", ConditionStatus.TRUE, "Reporting")
+
+
+def _take_out(b: _Builder, finding: _Finding, *, admitted_already: bool) -> bool:
+    """Move a node in service to Suspect (degraded) or Quarantined (fatal)."""
+    spec = b.policy.spec
+    if not admitted_already:
+        admission = safety.admit_unhealthy(
+            spec.safety, b.fleet, now=b.now, cooldown_until=b.policy.cooldown_until
+        )
+        if not admission.allowed:
+            already_refused = any(
+                c.type == "Admitted" and c.reason == admission.reason for c in b.status.conditions
+            )
+            b.condition("Admitted", ConditionStatus.FALSE, admission.reason, admission.message)
+            if not already_refused:
+                b.actions.append(
+                    a.Record(
+                        admission.reason,
+                        f"not taking {b.node.name} out: {admission.message} "
+                        f"({finding.reason}: {finding.message})",
+                        warning=True,
+                    )
+                )
+            return False
+    b.condition("Admitted", ConditionStatus.TRUE, "Admitted")
+    if b.status.phase in IN_SERVICE and b.fleet.spares and b.node.name not in b.fleet.spares:
+        spare = b.fleet.spares[0]
+        b.actions.append(
+            a.ReleaseSpare(spare, message=f"replacing {b.node.name} ({finding.reason})")
+        )
+    if finding.fault_class is FaultClass.FATAL:
+        b.go(Phase.QUARANTINED, finding.reason, finding.message)
+        b.ensure_cordon(QUARANTINE_TAINT, finding.reason, finding.reason)
+        _quarantined(b)
+    else:
+        b.go(Phase.SUSPECT, finding.reason, finding.message)
+        _suspect(b)
+    return True
+
+
+def _pending(b: _Builder) -> None:
+    status, spec = b.status, b.policy.spec
+    if status.checks.report_time is None:
+        b.go(Phase.PENDING, "WaitingForAgent", "no health report from the node agent yet")
+        return
+    finding = worst_finding(status)
+    joined_later = b.node.created > b.policy.created
+    if joined_later and spec.validation.burn_in_on_join:
+        _start_validation(b, "BurnInOnJoin", "new node: burn-in before it takes work")
+    elif finding is not None:
+        b.go(Phase.HEALTHY, "Adopted", "in service before the policy")
+        _take_out(b, finding, admitted_already=False)
+    else:
+        reason = "JoinedHealthy" if joined_later else "Adopted"
+        b.go(Phase.HEALTHY, reason, "passive checks passed")
+
+
+def _start_validation(b: _Builder, reason: str, message: str) -> None:
+    b.go(Phase.VALIDATING, reason, message)
+    b.set(drain=None, remediation=None)
+    b.ensure_cordon(VALIDATING_TAINT, reason, reason)
+    suite = b.policy.spec.validation.suite.value
+    b.actions.append(
+        a.StartProbe(
+            suite=suite,
+            name=probe_name(b.node.name, b.status.phase_since),
+            message=f"{suite} validation of {b.node.name}",
+        )
+    )
+
+
+def _spares_wanted(b: _Builder) -> int:
+    """Spares to hold now: the policy's count, less the nodes out for faults. A spare
+    released to replace a broken node stays in service; the repaired node (or an
+    idle one) becomes the spare again once the fleet is whole."""
+    return max(0, b.policy.spec.spares.count - b.fleet.count(*UNHEALTHY))
+
+
+def _lift_cordon(b: _Builder, reason: str, message: str, *, spare_too: bool = False) -> None:
+    """Undo Pitcrew's cordon and out-of-service taints (never someone else's cordon);
+    the spare taint too when the node goes into service."""
+    taints: tuple[str, ...] = (QUARANTINE_TAINT, VALIDATING_TAINT, RETIRED_TAINT)
+    if spare_too:
+        taints = (*taints, SPARE_TAINT)
+    if b.node.cordoned_by_pitcrew or any(b.node.has_taint(t) for t in taints):
+        b.actions.append(a.Uncordon(reason, message))
+
+
+def _back_in_service(b: _Builder, reason: str, message: str) -> None:
+    spare_needed = len(b.fleet.spares) < _spares_wanted(b)
+    if spare_needed:
+        b.go(Phase.SPARE, reason, f"{message}; held back as a hot spare")
+        # Uncordon drops every Pitcrew taint, so the spare taint goes on after it.
+        _lift_cordon(b, reason, "validated: cordon lifted, spare taint kept")
+        b.actions.append(a.SetTaint(SPARE_TAINT, "true", "HeldAsSpare", "tainted as a hot spare"))
+        return
+    b.go(Phase.HEALTHY, reason, message)
+    _lift_cordon(b, reason, f"back in service: {message}", spare_too=True)
+
+
+def _validating(b: _Builder) -> None:
+    status, spec = b.status, b.policy.spec
+    if not _probe_done(status):
+        timeout = parse_duration(spec.validation.timeout)
+        if status.phase_since is not None and b.now - status.phase_since > timeout:
+            b.actions.append(
+                a.Record(
+                    "ValidationTimedOut",
+                    f"no probe result within {spec.validation.timeout}; starting a new probe",
+                    warning=True,
+                )
+            )
+            b.set(phase_since=b.now)
+            b.actions.append(
+                a.StartProbe(suite=spec.validation.suite.value, name=probe_name(b.node.name, b.now))
+            )
+        b.ensure_cordon(VALIDATING_TAINT, status.reason or "Validating", "Validating")
+        return
+    finding = worst_finding(status, probe=True)
+    if finding is None and b.node.validation_requested:
+        b.go(Phase.VALIDATING, "ValidationRunHold", "passed; held for the run's pair tests")
+        return
+    if finding is None:
+        suite = status.probe.suite if status.probe else "probe"
+        _back_in_service(b, "ValidationPassed", f"{suite} validation passed")
+        return
+    b.go(Phase.QUARANTINED, finding.reason, f"validation failed: {finding.message}")
+    b.ensure_cordon(QUARANTINE_TAINT, finding.reason, finding.reason)
+    _quarantined(b)
+
+
+def _healthy(b: _Builder) -> None:
+    finding = worst_finding(b.status)
+    if finding is not None:
+        _take_out(b, finding, admitted_already=False)
+        return
+    b.condition("Admitted", ConditionStatus.TRUE, "Admitted")
+    if b.node.validation_requested:
+        _requested_validation(b)
+        return
+    # Level-triggered: a node in service carries no Pitcrew cordon, whatever
+    # left one behind (a request withdrawn while the node was busy, a lost write).
+    _lift_cordon(b, "InService", "node is healthy: Pitcrew's cordon lifted")
+    spares = _spares_wanted(b)
+    if (
+        b.status.phase is Phase.HEALTHY
+        and len(b.fleet.spares) < spares
+        and not b.node.workload
+        and not b.node.unschedulable
+    ):
+        b.go(Phase.SPARE, "HeldAsSpare", "idle validated node held back as a hot spare")
+        b.actions.append(a.SetTaint(SPARE_TAINT, "true", "HeldAsSpare", "tainted as a hot spare"))
+
+
+def _requested_validation(b: _Builder) -> None:
+    """A ValidationRun asks for this node: stop new work, validate once idle."""
+    if b.node.workload:
+        b.ensure_cordon(VALIDATING_TAINT, "ValidationRun", "ValidationRun")
+        b.condition(
+            "ValidationPending",
+            ConditionStatus.TRUE,
+            "WaitingForIdle",
+            f"{len(b.node.workload)} pods still running",
+        )
+        return
+    b.condition("ValidationPending", ConditionStatus.FALSE, "Started")
+    _start_validation(b, "ValidationRun", "requested by a ValidationRun")
+
+
+def _spare(b: _Builder) -> None:
+    if worst_finding(b.status) is not None or b.node.validation_requested:
+        _healthy(b)
+        return
+    if not b.node.has_taint(SPARE_TAINT):
+        b.go(Phase.HEALTHY, "SpareReleased", "spare taint removed: node takes work")
+    elif len(b.fleet.spares) > _spares_wanted(b):
+        b.go(Phase.HEALTHY, "SpareSurplus", "more spares than the policy asks for")
+        b.actions.append(a.RemoveTaint(SPARE_TAINT, "SpareSurplus", "spare taint removed"))
+
+
+def _checkpointed(b: _Builder) -> bool:
+    since = b.status.phase_since
+    workload = b.node.workload
+    if not workload:
+        return True
+    return all(
+        p.checkpoint_at is not None and since is not None and p.checkpoint_at > since
+        for p in workload
+    )
+
+
+def _suspect(b: _Builder) -> None:
+    status, spec = b.status, b.policy.spec
+    finding = worst_finding(status)
+    if finding is None:
+        _back_in_service(b, "FaultCleared", "the degraded condition cleared")
+        return
+    if finding.fault_class is FaultClass.FATAL:
+        b.go(Phase.QUARANTINED, finding.reason, finding.message)
+        b.ensure_cordon(QUARANTINE_TAINT, finding.reason, finding.reason)
+        _quarantined(b)
+        return
+    b.ensure_cordon(QUARANTINE_TAINT, status.reason, status.reason)
+    waited = b.now - (status.phase_since or b.now)
+    max_delay = parse_duration(spec.safety.drain.checkpoint_max_delay)
+    if _checkpointed(b) or waited >= max_delay:
+        _begin_drain(b, "Checkpointed" if _checkpointed(b) else "CheckpointWaitExpired")
+
+
+def _begin_drain(b: _Builder, why: str) -> None:
+    admission = safety.admit_drain(b.policy.spec.safety, b.fleet)
+    if not admission.allowed:
+        b.condition("Admitted", ConditionStatus.FALSE, admission.reason, admission.message)
+        return
+    b.condition("Admitted", ConditionStatus.TRUE, "Admitted")
+    b.go(Phase.DRAINING, b.status.reason, f"{why}: {b.status.message}".strip(": "))
+    b.set(drain=DrainStatus(started_at=b.now, pending=[p.key for p in b.node.workload]))
+    _draining(b)
+
+
+def _quarantined(b: _Builder) -> None:
+    b.ensure_cordon(QUARANTINE_TAINT, b.status.reason, b.status.reason)
+    if b.status.phase is Phase.QUARANTINED:
+        _begin_drain(b, "Quarantined")
+
+
+def _draining(b: _Builder) -> None:
+    spec = b.policy.spec
+    drain = b.status.drain or DrainStatus(started_at=b.now)
+    b.ensure_cordon(QUARANTINE_TAINT, b.status.reason, b.status.reason)
+    workload = b.node.workload
+    terminating = [p for p in b.node.pods if p.terminating and not p.probe]
+    b.set(
+        drain=drain.model_copy(
+            update={"pending": [p.key for p in workload + tuple(terminating)][:1024]}
+        )
+    )
+    if not workload and not terminating:
+        _begin_remediation(b)
+        return
+    if not workload:
+        return  # evicted pods are shutting down within their grace period
+    timeout = parse_duration(spec.safety.drain.timeout)
+    if (
+        b.now - drain.started_at <= timeout
+        or spec.safety.drain.on_timeout is DrainTimeoutAction.WAIT
+    ):
+        b.actions.append(a.Evict(workload, message=f"evicting {len(workload)} pods"))
+    elif spec.safety.drain.on_timeout is DrainTimeoutAction.FORCE:
+        b.actions.append(
+            a.ForceDelete(
+                workload,
+                message=f"drain timed out after "
+                f"{spec.safety.drain.timeout}: deleting "
+                f"{len(workload)} pods",
+            )
+        )
+    else:
+        b.actions.append(
+            a.Record(
+                "DrainTimeoutEscalate",
+                f"drain timed out after {spec.safety.drain.timeout} with "
+                f"{len(workload)} pods left: remediating anyway",
+                warning=True,
+            )
+        )
+        _begin_remediation(b)
+
+
+def _fault_class(b: _Builder) -> FaultClass:
+    if b.status.remediation is not None:
+        return b.status.remediation.fault_class
+    finding = worst_finding(b.status)
+    if finding is not None:
+        return finding.fault_class
+    return (
+        FaultClass.FATAL
+        if b.status.reason and b.status.phase is Phase.QUARANTINED
+        else (FaultClass.DEGRADED)
+    )
+
+
+def _lemon(b: _Builder) -> bool:
+    lemon = b.policy.spec.remediation.lemon
+    window = parse_duration(lemon.window)
+    recent = [t for t in b.status.remediations if b.now - t < window]
+    return len(recent) >= lemon.max_remediations
+
+
+def _retire(b: _Builder, reason: str, message: str) -> None:
+    b.go(Phase.RETIRED, reason, message)
+    b.set(remediation=None, drain=None)
+    b.actions.append(a.SetTaint(RETIRED_TAINT, reason, reason, f"retired: {message}"))
+
+
+def _begin_remediation(b: _Builder) -> None:
+    if b.status.phase is not Phase.REMEDIATING:
+        admission = safety.admit_remediation(b.policy.spec.safety, b.fleet)
+        if not admission.allowed:
+            b.condition("Admitted", ConditionStatus.FALSE, admission.reason, admission.message)
+            return
+    fault_class = _fault_class(b)
+    if _lemon(b):
+        _retire(
+            b,
+            "Lemon",
+            f"remediated {len(b.status.remediations)} times within "
+            f"{b.policy.spec.remediation.lemon.window}",
+        )
+        return
+    _start_step(b, fault_class, step=0, attempt=1)
+
+
+def _start_step(b: _Builder, fault_class: FaultClass, *, step: int, attempt: int) -> None:
+    ladder = b.policy.spec.remediation.ladders.for_class(fault_class)
+    if step >= len(ladder):
+        _retire(b, "LadderExhausted", f"every remediation for {fault_class} faults failed")
+        return
+    rung = ladder[step]
+    if rung.action is RemediationAction.RETIRE:
+        _retire(b, "LadderRetire", f"the {fault_class} ladder ends in retire")
+        return
+    key = remediation_key(b.node.name, step, attempt, b.now)
+    finding = worst_finding(b.status)
+    gpus = finding.gpus if finding else ()
+    b.go(
+        Phase.REMEDIATING,
+        f"Remediation{''.join(p.capitalize() for p in rung.action.split('-'))}",
+        f"{rung.action} (step {step + 1}, attempt {attempt}/{rung.attempts})",
+    )
+    b.set(
+        remediation=RemediationStatus(
+            action=rung.action,
+            fault_class=fault_class,
+            step=step,
+            attempt=attempt,
+            started_at=b.now,
+            reference=key,
+        ),
+        remediations=[*b.status.remediations, b.now][-100:],
+        drain=None,
+    )
+    b.actions.append(
+        a.Remediate(
+            action=rung.action,
+            step=step,
+            attempt=attempt,
+            key=key,
+            gpus=gpus,
+            message=f"{rung.action} attempt {attempt}",
+        )
+    )
+
+
+def _remediating(b: _Builder) -> None:
+    remediation = b.status.remediation
+    b.ensure_cordon(QUARANTINE_TAINT, b.status.reason or "Remediating", "Remediating")
+    if remediation is None:
+        _begin_remediation(b)
+        return
+    if _report_after(b.status, remediation.started_at) and worst_finding(b.status) is None:
+        if b.policy.spec.validation.burn_in_after_repair:
+            _start_validation(
+                b,
+                "Repaired",
+                f"{remediation.action} repaired the node: revalidating before it takes work",
+            )
+        else:
+            _back_in_service(b, "Repaired", f"{remediation.action} repaired the node")
+            b.set(remediation=None)
+        return
+    ladder = b.policy.spec.remediation.ladders.for_class(remediation.fault_class)
+    rung = ladder[remediation.step] if remediation.step < len(ladder) else None
+    timeout = parse_duration(rung.timeout) if rung else datetime.timedelta(0)
+    if not remediation.error and b.now - remediation.started_at <= timeout:
+        return
+    if remediation.error:
+        why = f"could not start: {remediation.error}"
+    else:
+        why = f"did not repair the node within {rung.timeout if rung else '0s'}"
+    b.actions.append(
+        a.Record(
+            "RemediationFailed" if remediation.error else "RemediationTimedOut",
+            f"{remediation.action} attempt {remediation.attempt} {why}",
+            warning=True,
+        )
+    )
+    if _lemon(b):
+        _retire(
+            b,
+            "Lemon",
+            f"remediated {len(b.status.remediations)} times within "
+            f"{b.policy.spec.remediation.lemon.window}",
+        )
+    elif rung is not None and remediation.attempt < rung.attempts:
+        _start_step(
+            b, remediation.fault_class, step=remediation.step, attempt=remediation.attempt + 1
+        )
+    else:
+        _start_step(b, remediation.fault_class, step=remediation.step + 1, attempt=1)
+
+
+def _retired(b: _Builder) -> None:
+    b.ensure_cordon(RETIRED_TAINT, b.status.reason or "Retired", "Retired")
+
+
+def _excluded(b: _Builder) -> None:
+    b.go(Phase.PENDING, "OptedIn", f"{MANAGED_LABEL} label no longer false")
+    _pending(b)
+
+
+_PHASES = {
+    Phase.PENDING: _pending,
+    Phase.VALIDATING: _validating,
+    Phase.HEALTHY: _healthy,
+    Phase.SPARE: _spare,
+    Phase.SUSPECT: _suspect,
+    Phase.QUARANTINED: _quarantined,
+    Phase.DRAINING: _draining,
+    Phase.REMEDIATING: _remediating,
+    Phase.RETIRED: _retired,
+    Phase.EXCLUDED: _excluded,
+}

@@ -1,0 +1,102 @@
+"""Safety arithmetic: the circuit breaker and the concurrency bounds.
+
+Pure functions of the policy and a fleet snapshot. "Unhealthy" means taken
+out of service by Pitcrew for a fault: Suspect, Quarantined, Draining,
+Remediating or Retired. Retired counts until a person removes the node: if
+it did not, a fleet-wide cause (a bad driver, a switch) would fail, retire
+and free the slot of node after node, and the breaker would only slow the
+storm down instead of stopping it. Validating is not counted: a batch of new
+nodes in burn-in must not trip the breaker for the rest of the fleet.
+
+A percentage limit is rounded to the nearest node and is at least one node
+when the percentage is above zero, so that the 10 % default still lets a
+four-node cluster quarantine its one broken node.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+from dataclasses import dataclass
+
+from pitcrew.api.gpunode import Phase
+from pitcrew.api.policy import SafetySpec
+from pitcrew.api.vocabulary import UNHEALTHY
+from pitcrew.core.views import FleetView
+
+DEFAULT_MAX_UNHEALTHY = "10%"
+
+
+def _resolve(value: int | str, total: int) -> int:
+    if isinstance(value, int):
+        return value
+    percent = int(value.rstrip("%"))
+    if percent == 0:
+        return 0
+    return max(1, math.floor(total * percent / 100 + 0.5))
+
+
+def unhealthy_limit(safety: SafetySpec, *, total: int) -> int:
+    """Most nodes that may be unhealthy at once."""
+    if safety.min_healthy is not None:
+        return max(0, total - _resolve(safety.min_healthy, total))
+    return _resolve(
+        safety.max_unhealthy if safety.max_unhealthy is not None else DEFAULT_MAX_UNHEALTHY, total
+    )
+
+
+@dataclass(frozen=True)
+class Admission:
+    allowed: bool
+    reason: str = ""
+    message: str = ""
+
+
+def admit_unhealthy(
+    safety: SafetySpec,
+    fleet: FleetView,
+    *,
+    now: datetime.datetime,
+    cooldown_until: datetime.datetime | None,
+) -> Admission:
+    """May one more node be taken out of service?"""
+    limit = unhealthy_limit(safety, total=fleet.total)
+    unhealthy = fleet.count(*UNHEALTHY)
+    if unhealthy >= limit:
+        return Admission(
+            False,
+            "CircuitBreakerOpen",
+            f"{unhealthy} of {fleet.total} nodes already unhealthy (limit {limit}): "
+            "a fleet-wide cause (driver rollout, switch, power) is more likely "
+            "than this many broken nodes",
+        )
+    if cooldown_until is not None and now < cooldown_until:
+        return Admission(
+            False,
+            "StormCooldown",
+            f"quarantines resume at {cooldown_until.isoformat()} after the last breaker trip",
+        )
+    return Admission(True)
+
+
+def admit_drain(safety: SafetySpec, fleet: FleetView) -> Admission:
+    draining = fleet.count(Phase.DRAINING)
+    if draining >= safety.max_concurrent_drains:
+        return Admission(
+            False,
+            "DrainLimit",
+            f"{draining} drains in progress (maxConcurrentDrains {safety.max_concurrent_drains})",
+        )
+    return Admission(True)
+
+
+def admit_remediation(safety: SafetySpec, fleet: FleetView) -> Admission:
+    remediating = fleet.count(Phase.REMEDIATING)
+    if remediating >= safety.max_concurrent_remediations:
+        return Admission(
+            False,
+            "RemediationLimit",
+            f"{remediating} remediations in progress (maxConcurrentRemediations "
+            f"{safety.max_concurrent_remediations})",
+        )
+    return Admission(True)

@@ -1,0 +1,327 @@
+"""ValidationRun planning: which nodes to validate now, how to pair them, whom to blame.
+
+A pure function of the run, the nodes it selects and the evidence so far,
+like :mod:`pitcrew.core.lifecycle`. A run proceeds in two stages:
+
+1. **Single-node validation**, rolling: at most ``maxConcurrentNodes`` nodes
+   carry the request annotation at a time. The node lifecycle takes a
+   requested node out of service when it is idle, runs the probe Job (the
+   suite of the run) and keeps it in Validating while the request stands;
+   a node whose probe fails goes down the usual quarantine path.
+2. **Multi-node all-reduce** between the nodes that passed, while they are
+   still out of service: disjoint pairs (``pairwise``) or neighbours on a
+   ring (``ring``), within or across the topology groups named by
+   ``topologyKey``. A failing pair proves only that *one* of two nodes (or
+   the fabric between them) is bad, so each node of a failing pair is
+   re-paired once with a known-good partner (a node from a passing pair):
+   a node that fails again is blamed, a node that passes is cleared. Only
+   blamed nodes fail the run; their failing ``nccl-pair`` result is written to
+   their GPUNode as a probe report, so the lifecycle quarantines them.
+
+When every node has a result, the run releases its requests (passed nodes
+go back to service) and ends Succeeded, or Failed if any node failed.
+"""
+
+from __future__ import annotations
+
+import datetime
+import statistics
+import zlib
+from dataclasses import dataclass, field
+
+from gpuhealth.report import CheckStatus
+from pitcrew.api.gpunode import ChecksStatus, Phase
+from pitcrew.api.meta import parse_duration
+from pitcrew.api.policy import NcclPairing
+from pitcrew.api.validationrun import (
+    BusBandwidth,
+    NodeResult,
+    NodeResultStatus,
+    PairingScope,
+    PairResult,
+    RunPhase,
+    ValidationRunSpec,
+    ValidationRunStatus,
+)
+
+PENDING, RUNNING = NodeResultStatus.PENDING, NodeResultStatus.RUNNING
+PASS, FAIL, ERROR = NodeResultStatus.PASS, NodeResultStatus.FAIL, NodeResultStatus.ERROR
+DONE = (PASS, FAIL, ERROR)
+ELIGIBLE = (Phase.HEALTHY, Phase.SPARE, Phase.VALIDATING)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    name: str
+    phase: Phase
+    group: str
+    """Value of the run's topology label (rack, leaf switch)."""
+    probe: ChecksStatus | None = None
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    status: ValidationRunStatus
+    requested: frozenset[str] = frozenset()
+    """Nodes that must carry the run's request annotation now (others must not)."""
+    start_pairs: tuple[PairResult, ...] = ()
+    blame: dict[str, str] = field(default_factory=dict)
+    """node -> message of the failing pair test that blames it."""
+
+
+def pair_name(a: str, b: str) -> str:
+    return f"{a}--{b}"
+
+
+def _single_result(node: NodeResult, candidate: Candidate) -> NodeResult:
+    probe = candidate.probe
+    if candidate.phase in (
+        Phase.QUARANTINED,
+        Phase.DRAINING,
+        Phase.REMEDIATING,
+        Phase.RETIRED,
+        Phase.SUSPECT,
+    ):
+        return node.model_copy(
+            update={"result": FAIL, "message": f"validation failed: node is {candidate.phase}"}
+        )
+    if (
+        probe is None
+        or probe.report_time is None
+        or node.started_at is None
+        or probe.report_time <= node.started_at
+    ):
+        return node
+    failing = [c for c in probe.results if c.status is CheckStatus.FAIL]
+    busbw = next((c.observed for c in probe.results if c.name == "nccl-allreduce"), None)
+    if failing:
+        return node.model_copy(
+            update={
+                "result": FAIL,
+                "busbw_gbps": busbw,
+                "message": "; ".join(sorted({c.message or c.name for c in failing}))[:1024],
+            }
+        )
+    return node.model_copy(
+        update={"result": PASS, "busbw_gbps": busbw, "message": f"{probe.suite} suite passed"}
+    )
+
+
+def _pairs(nodes: list[Candidate], spec: ValidationRunSpec) -> list[tuple[str, str]]:
+    """First-round partners, ordered by topology group."""
+    ordered = sorted(nodes, key=lambda c: (c.group, c.name))
+    if len(ordered) < 2:
+        return []
+    if spec.pairing_scope is PairingScope.ACROSS:
+        groups: dict[str, list[str]] = {}
+        for c in ordered:
+            groups.setdefault(c.group, []).append(c.name)
+        # Interleave groups so that neighbours come from different groups.
+        interleaved: list[str] = []
+        queues = list(groups.values())
+        while any(queues):
+            for queue in queues:
+                if queue:
+                    interleaved.append(queue.pop(0))
+        names = interleaved
+    else:
+        names = [c.name for c in ordered]
+    if spec.nccl_pairing is NcclPairing.RING and len(names) > 2:
+        return [(names[i], names[(i + 1) % len(names)]) for i in range(len(names))]
+    pairs = [(names[i], names[i + 1]) for i in range(0, len(names) - 1, 2)]
+    if len(names) % 2:
+        pairs.append((names[-1], names[0]))  # the odd one out shares node 0
+    return pairs
+
+
+def _begin(
+    status: ValidationRunStatus, candidates: list[Candidate], now: datetime.datetime
+) -> ValidationRunStatus:
+    nodes = [
+        NodeResult(node=c.name)
+        if c.phase in ELIGIBLE
+        else NodeResult(node=c.name, result=ERROR, message=f"not validated: node is {c.phase}")
+        for c in sorted(candidates, key=lambda c: c.name)
+    ]
+    return status.model_copy(update={"phase": RunPhase.RUNNING, "started_at": now, "nodes": nodes})
+
+
+def _advance(node: NodeResult, candidate: Candidate | None) -> NodeResult:
+    if candidate is None:
+        if node.result in DONE:
+            return node
+        return node.model_copy(update={"result": ERROR, "message": "node disappeared"})
+    return _single_result(node, candidate) if node.result is RUNNING else node
+
+
+def _single_stage(
+    spec: ValidationRunSpec,
+    status: ValidationRunStatus,
+    by_name: dict[str, Candidate],
+    now: datetime.datetime,
+) -> ValidationRunStatus:
+    """Record single-node results and start pending nodes, rolling."""
+    nodes = [_advance(n, by_name.get(n.node)) for n in status.nodes]
+    running = sum(1 for n in nodes if n.result is RUNNING)
+    for index, node in enumerate(nodes):
+        if node.result is PENDING and running < spec.max_concurrent_nodes:
+            nodes[index] = node.model_copy(update={"result": RUNNING, "started_at": now})
+            running += 1
+    return status.model_copy(update={"nodes": nodes})
+
+
+def _apply_verdicts(
+    nodes: list[NodeResult], verdicts: dict[str, tuple[NodeResultStatus, str, str]]
+) -> list[NodeResult]:
+    final = []
+    for node in nodes:
+        verdict = verdicts.get(node.node)
+        if verdict is None or node.result is not PASS:
+            final.append(node)
+            continue
+        result, partner, message = verdict
+        final.append(
+            node.model_copy(update={"result": result, "partner": partner, "message": message})
+        )
+    return final
+
+
+def plan(
+    *,
+    spec: ValidationRunSpec,
+    status: ValidationRunStatus,
+    candidates: list[Candidate],
+    now: datetime.datetime,
+) -> RunPlan:
+    if status.phase in (RunPhase.SUCCEEDED, RunPhase.FAILED):
+        return RunPlan(status=status)
+    by_name = {c.name: c for c in candidates}
+    if status.phase is RunPhase.PENDING or status.started_at is None:
+        status = _begin(status, candidates, now)
+    assert status.started_at is not None
+    if now - status.started_at > parse_duration(spec.timeout):
+        nodes = [
+            n
+            if n.result in DONE
+            else n.model_copy(
+                update={"result": ERROR, "message": f"not finished within {spec.timeout}"}
+            )
+            for n in status.nodes
+        ]
+        return RunPlan(status=_finish(status.model_copy(update={"nodes": nodes}), now))
+
+    status = _single_stage(spec, status, by_name, now)
+    if any(n.result in (PENDING, RUNNING) for n in status.nodes):
+        # Nodes that passed stay out of service for the pair tests: released in
+        # between, they would take work and be pulled out again (and found busy).
+        held = frozenset(n.node for n in status.nodes if n.result in (RUNNING, PASS))
+        return RunPlan(status=status, requested=held)
+
+    return _pair_stage(spec, status, by_name, now)
+
+
+def _pair_stage(
+    spec: ValidationRunSpec,
+    status: ValidationRunStatus,
+    by_name: dict[str, Candidate],
+    now: datetime.datetime,
+) -> RunPlan:
+    """Pair tests among the nodes that passed, which stay out of service meanwhile."""
+    passed = [by_name[n.node] for n in status.nodes if n.result is PASS and n.node in by_name]
+    held = frozenset(c.name for c in passed)
+    pairs = {p.name: p for p in status.pairs}
+    if not pairs:
+        new = [PairResult(name=pair_name(a, b), nodes=[a, b]) for a, b in _pairs(passed, spec)]
+        if new:
+            status = status.model_copy(update={"pairs": new})
+            return RunPlan(status=status, requested=held, start_pairs=tuple(new))
+    if any(p.result in (PENDING, RUNNING) for p in pairs.values()):
+        return RunPlan(status=status, requested=held)
+    verdicts, repairs = _judge(list(pairs.values()))
+    if repairs:
+        retests = [PairResult(name=pair_name(a, b), nodes=[a, b], attempt=2) for a, b in repairs]
+        status = status.model_copy(update={"pairs": [*pairs.values(), *retests]})
+        return RunPlan(status=status, requested=held, start_pairs=tuple(retests))
+    nodes = _apply_verdicts(list(status.nodes), verdicts)
+    blame = {
+        n.node: n.message
+        for n in nodes
+        if n.result is FAIL and n.node in verdicts and verdicts[n.node][0] is FAIL
+    }
+    return RunPlan(status=_finish(status.model_copy(update={"nodes": nodes}), now), blame=blame)
+
+
+def _judge(
+    pairs: list[PairResult],
+) -> tuple[dict[str, tuple[NodeResultStatus, str, str]], list[tuple[str, str]]]:
+    """Verdict per node from the pair tests, or the re-pairings still needed."""
+    verdicts: dict[str, tuple[NodeResultStatus, str, str]] = {}
+    first = [p for p in pairs if p.attempt == 1]
+    good = sorted({n for p in first if p.result is PASS for n in p.nodes})
+    second = {p.nodes[0]: p for p in pairs if p.attempt == 2}
+    suspects: dict[str, PairResult] = {}
+    for pair in first:
+        for node in pair.nodes:
+            if pair.result is PASS:
+                verdicts.setdefault(
+                    node,
+                    (
+                        PASS,
+                        _other(pair, node),
+                        f"all-reduce with {_other(pair, node)}: {pair.busbw_gbps} GB/s",
+                    ),
+                )
+            elif node not in good:
+                suspects[node] = pair
+    repairs: list[tuple[str, str]] = []
+    for node, pair in sorted(suspects.items()):
+        retest = second.get(node)
+        partners = [g for g in good if g not in pair.nodes]
+        if retest is not None:
+            if retest.result is PASS:
+                verdicts[node] = (
+                    PASS,
+                    retest.nodes[1],
+                    f"cleared by a known-good partner {retest.nodes[1]}",
+                )
+            else:
+                verdicts[node] = (
+                    FAIL,
+                    retest.nodes[1],
+                    f"all-reduce failed with {_other(pair, node)} and with "
+                    f"known-good {retest.nodes[1]}: {retest.message}",
+                )
+        elif partners:
+            repairs.append((node, partners[zlib.crc32(node.encode()) % len(partners)]))
+        else:
+            verdicts[node] = (
+                FAIL,
+                _other(pair, node),
+                f"all-reduce with {_other(pair, node)} failed and no known-good "
+                f"partner was left to re-test: {pair.message}",
+            )
+    return verdicts, repairs
+
+
+def _other(pair: PairResult, node: str) -> str:
+    return pair.nodes[1] if pair.nodes[0] == node else pair.nodes[0]
+
+
+def _finish(status: ValidationRunStatus, now: datetime.datetime) -> ValidationRunStatus:
+    failed = sorted(n.node for n in status.nodes if n.result in (FAIL, ERROR))
+    values = [n.busbw_gbps for n in status.nodes if n.busbw_gbps is not None]
+    busbw = (
+        BusBandwidth(
+            min_gbps=min(values), median_gbps=statistics.median(values), max_gbps=max(values)
+        )
+        if values
+        else None
+    )
+    return status.model_copy(
+        update={
+            "phase": RunPhase.FAILED if failed else RunPhase.SUCCEEDED,
+            "completed_at": now,
+            "failed_nodes": failed,
+            "busbw": busbw,
+        }
+    )

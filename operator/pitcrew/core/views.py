@@ -1,0 +1,129 @@
+"""Plain-data views of the cluster objects the decision logic reads.
+
+The pure core (:mod:`pitcrew.core.lifecycle`, :mod:`pitcrew.core.safety`) never sees a
+Kubernetes client object: the shell turns Nodes and Pods into these frozen
+dataclasses (:mod:`pitcrew.core.convert`), which keeps the decisions unit- and
+property-testable and makes explicit which facts they depend on.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass, field
+
+from pitcrew.api.gpunode import GPUNodeStatus, Phase
+from pitcrew.api.policy import GPUHealthPolicySpec
+from pitcrew.api.vocabulary import (
+    CORDONED_BY,
+    CORDONED_BY_VALUE,
+    MANAGED_LABEL,
+    VALIDATION_REQUEST,
+)
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+
+@dataclass(frozen=True)
+class PodView:
+    namespace: str
+    name: str
+    owner_kind: str = ""
+    """Kind of the controlling owner: DaemonSet pods are never evicted."""
+    mirror: bool = False
+    """Static pods (``kubernetes.io/config.mirror``) cannot be evicted."""
+    terminating: bool = False
+    finished: bool = False
+    """Phase Succeeded or Failed: nothing to evict."""
+    probe: bool = False
+    """A Pitcrew probe or remediation pod."""
+    checkpoint_at: datetime.datetime | None = None
+    grace_seconds: int = 30
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def evictable(self) -> bool:
+        return not (
+            self.owner_kind == "DaemonSet"
+            or self.mirror
+            or self.terminating
+            or self.finished
+            or self.probe
+        )
+
+
+@dataclass(frozen=True)
+class NodeView:
+    name: str
+    created: datetime.datetime
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    unschedulable: bool = False
+    taints: tuple[Taint, ...] = ()
+    ready: bool = True
+    pods: tuple[PodView, ...] = ()
+
+    @property
+    def opted_out(self) -> bool:
+        return self.labels.get(MANAGED_LABEL) == "false"
+
+    @property
+    def validation_requested(self) -> bool:
+        """A ValidationRun holds this node for validation."""
+        return bool(self.annotations.get(VALIDATION_REQUEST))
+
+    @property
+    def cordoned_by_pitcrew(self) -> bool:
+        return self.unschedulable and self.annotations.get(CORDONED_BY) == CORDONED_BY_VALUE
+
+    @property
+    def foreign_cordon(self) -> bool:
+        """Cordoned by someone else: Pitcrew must never undo it."""
+        return self.unschedulable and not self.cordoned_by_pitcrew
+
+    @property
+    def workload(self) -> tuple[PodView, ...]:
+        """Pods a drain must move."""
+        return tuple(p for p in self.pods if p.evictable)
+
+    def has_taint(self, key: str) -> bool:
+        return any(t.key == key for t in self.taints)
+
+
+@dataclass(frozen=True)
+class PolicyView:
+    name: str
+    created: datetime.datetime
+    spec: GPUHealthPolicySpec
+    breaker_open: bool = False
+    cooldown_until: datetime.datetime | None = None
+
+
+@dataclass(frozen=True)
+class FleetView:
+    """What the decision for one node must know about the rest of its policy's fleet."""
+
+    total: int
+    phases: dict[Phase, int]
+    spares: tuple[str, ...] = ()
+    """Names of nodes in phase Spare, oldest first."""
+    refused: int = 0
+    """Nodes the circuit breaker is keeping in service although they failed."""
+
+    def count(self, *phases: Phase) -> int:
+        return sum(self.phases.get(p, 0) for p in phases)
+
+
+@dataclass(frozen=True)
+class NodeState:
+    """Everything decided about one node: the Node, its GPUNode status."""
+
+    node: NodeView
+    status: GPUNodeStatus

@@ -1,0 +1,140 @@
+"""Least-privilege RBAC for Pitcrew's service accounts, as data.
+
+One table of rules per component; the Helm chart's RBAC and the devcluster
+install are rendered from it (:func:`manifests`), and the end-to-end tests run
+the operator with exactly these permissions, so the chart can never ship less
+(or more) than the code was tested with. No wildcards. What each rule is for:
+
+operator
+    nodes get/list/watch/patch: watch the fleet; cordon, taint, annotate.
+    pods get/list/watch: see what runs where (drain, checkpoints);
+    pods delete: only for ``onTimeout: force``; pods/eviction create: drain.
+    jobs: probe and reset-gpu Jobs. events: record every action.
+    pitcrew.dev resources and their status: the API it owns.
+    cluster.x-k8s.io machines get/patch: the cluster-api rung.
+    leases (own namespace): leader election. secrets get (own namespace):
+    BMC credentials for the Redfish rung.
+agent
+    nodes get: its own Node's annotations (repairs); gpunodes get/create and
+    gpunodes/status patch: its report (a ValidatingAdmissionPolicy limits it
+    to its own node's GPUNode); events create.
+probe
+    gpunodes get, gpunodes/status patch: the validation report.
+remediation
+    nothing: the reset Job only needs the node's devices.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pitcrew.api.vocabulary import account_name
+
+Rule = dict[str, list[str]]
+
+
+def _rule(groups: list[str], resources: list[str], verbs: list[str]) -> Rule:
+    return {"apiGroups": groups, "resources": resources, "verbs": verbs}
+
+
+READ = ["get", "list", "watch"]
+
+OPERATOR_CLUSTER_RULES: list[Rule] = [
+    _rule([""], ["nodes"], [*READ, "patch"]),
+    _rule([""], ["pods"], [*READ, "delete"]),
+    _rule([""], ["pods/eviction"], ["create"]),
+    _rule([""], ["events"], ["create", "patch"]),
+    _rule(["events.k8s.io"], ["events"], ["create", "patch"]),
+    _rule(["batch"], ["jobs"], [*READ, "create", "delete"]),
+    _rule(
+        ["pitcrew.dev"],
+        ["gpunodes", "gpuhealthpolicies", "validationruns"],
+        [*READ, "create", "patch", "update"],
+    ),
+    _rule(
+        ["pitcrew.dev"],
+        ["gpunodes/status", "gpuhealthpolicies/status", "validationruns/status"],
+        ["get", "patch", "update"],
+    ),
+    _rule(["cluster.x-k8s.io"], ["machines"], ["get", "patch"]),
+]
+OPERATOR_NAMESPACE_RULES: list[Rule] = [
+    _rule(["coordination.k8s.io"], ["leases"], ["get", "create", "update"]),
+    _rule([""], ["secrets"], ["get"]),
+]
+AGENT_CLUSTER_RULES: list[Rule] = [
+    _rule([""], ["nodes"], ["get"]),
+    _rule(["pitcrew.dev"], ["gpunodes"], ["get", "create"]),
+    _rule(["pitcrew.dev"], ["gpunodes/status"], ["patch"]),
+    _rule([""], ["events"], ["create"]),
+]
+PROBE_CLUSTER_RULES: list[Rule] = [
+    _rule(["pitcrew.dev"], ["gpunodes"], ["get"]),
+    _rule(["pitcrew.dev"], ["gpunodes/status"], ["patch"]),
+]
+ACCOUNTS = ("operator", "agent", "probe", "remediation")
+CLUSTER_RULES = {
+    "operator": OPERATOR_CLUSTER_RULES,
+    "agent": AGENT_CLUSTER_RULES,
+    "probe": PROBE_CLUSTER_RULES,
+}
+
+
+def manifests(namespace: str, *, prefix: str = "pitcrew") -> list[dict[str, Any]]:
+    """ServiceAccounts, ClusterRoles and bindings, and the operator's namespaced Role."""
+    objects: list[dict[str, Any]] = []
+    labels = {"app.kubernetes.io/part-of": "pitcrew"}
+    for component in ACCOUNTS:
+        objects.append(
+            {
+                "apiVersion": "v1",
+                "kind": "ServiceAccount",
+                "metadata": {
+                    "name": account_name(component, prefix),
+                    "namespace": namespace,
+                    "labels": labels,
+                },
+            }
+        )
+    for component, rules in CLUSTER_RULES.items():
+        name = account_name(component, prefix)
+        objects.append(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRole",
+                "metadata": {"name": name, "labels": labels},
+                "rules": rules,
+            }
+        )
+        objects.append(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": name, "labels": labels},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": name,
+                },
+                "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+            }
+        )
+    name = account_name("operator", prefix)
+    objects.append(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": name, "namespace": namespace, "labels": labels},
+            "rules": OPERATOR_NAMESPACE_RULES,
+        }
+    )
+    objects.append(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": name, "namespace": namespace, "labels": labels},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+        }
+    )
+    return objects

@@ -1,0 +1,252 @@
+"""The node agent: gpuhealth checks in, GPUNode status out, as few writes as possible.
+
+One agent runs per GPU node (a DaemonSet). Every ``interval`` it runs the
+passive suite; it writes ``GPUNode.status`` (its own fields, by server-side
+apply as ``pitcrew-agent``) only when the findings changed, or when the last
+write is older than ``heartbeat``, which proves it is alive. A 4,000-node
+fleet at the defaults (30 s checks, 5 min heartbeat) writes about 13 times a
+second in total, almost all heartbeats, instead of 133.
+
+Two things make a sweep run at once instead of waiting for the interval: a
+critical XID (NVML event or kernel log line, see ``wait_for_xid``), and a new
+``pitcrew.dev/last-remediation`` annotation on its Node, after which the
+agent forgets latched XIDs (the repair is judged by fresh evidence).
+
+:class:`AgentCore` is the per-node logic shared by the real agent and the
+simulated agents (:mod:`pitcrew.sim.agents`).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from kubernetes import client
+from prometheus_client import Counter, Gauge, start_http_server
+
+from gpuhealth.backends.sim import SimBackend
+from gpuhealth.checks import Expectations
+from gpuhealth.models import GpuModel, get_model
+from gpuhealth.report import CheckStatus, Report
+from gpuhealth.runner import Checker
+from pitcrew.api.gpunode import ChecksStatus, GPUNodeStatus, GpuStatus
+from pitcrew.api.vocabulary import AGENT_MANAGER, LAST_REMEDIATION
+from pitcrew.core.convert import gpu_capacity, gpu_model
+from pitcrew.kube import gpunodes
+from pitcrew.kube.client import api_client, to_dict
+
+logger = logging.getLogger(__name__)
+Clock = Callable[[], datetime.datetime]
+
+GPU_TEMPERATURE = Gauge("pitcrew_gpu_temperature_celsius", "GPU temperature.", ["node", "gpu"])
+GPU_POWER = Gauge("pitcrew_gpu_power_watts", "GPU power draw.", ["node", "gpu"])
+GPU_HEALTHY = Gauge("pitcrew_gpu_healthy", "1 when no check fails on the GPU.", ["node", "gpu"])
+CHECK_FAILURES = Gauge(
+    "pitcrew_agent_failing_checks", "Failing checks in the last sweep.", ["node", "check"]
+)
+STATUS_WRITES = Counter(
+    "pitcrew_agent_status_writes_total", "GPUNode status writes.", ["node", "why"]
+)
+
+
+def utc_now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+def agent_status(report: Report, checker: Checker) -> GPUNodeStatus:
+    """The agent-owned part of GPUNode status for one report."""
+    failing_gpus = {c.gpu for c in report.checks if c.status is CheckStatus.FAIL}
+    sample = checker.last_sample
+    readings = {g.identity.index: g for g in sample.gpus} if sample else {}
+    gpus = [
+        GpuStatus(
+            **identity.model_dump(),
+            healthy=identity.index not in failing_gpus,
+            temperature_c=getattr(readings.get(identity.index), "temperature_c", None),
+            power_w=getattr(readings.get(identity.index), "power_w", None),
+        )
+        for identity in report.gpus
+    ]
+    return GPUNodeStatus(
+        checks=ChecksStatus(
+            report_time=report.time,
+            backend=report.backend,
+            suite=report.suite,
+            results=report.checks,
+        ),
+        gpus=gpus,
+        gpu_count=len(gpus),
+        healthy_gpus=sum(1 for g in gpus if g.healthy),
+        last_heartbeat=report.time,
+    )
+
+
+def fingerprint(status: GPUNodeStatus) -> str:
+    """What counts as "changed": findings and GPU health, not timestamps or readings."""
+    return json.dumps(
+        {
+            "checks": [c.model_dump(mode="json") for c in status.checks.results],
+            "gpus": [(g.index, g.uuid, g.healthy) for g in status.gpus],
+        },
+        sort_keys=True,
+    )
+
+
+class AgentCore:
+    def __init__(
+        self,
+        *,
+        api: client.ApiClient,
+        node: str,
+        node_uid: str,
+        checker: Checker,
+        heartbeat: datetime.timedelta,
+        clock: Clock = utc_now,
+    ) -> None:
+        self.api, self.node, self.node_uid = api, node, node_uid
+        self.checker = checker
+        self.heartbeat = heartbeat
+        self.clock = clock
+        self.last_fingerprint: str | None = None
+        self.last_write: datetime.datetime | None = None
+        self.remediation_key: str | None = None
+        self.lock = threading.Lock()
+
+    def note_remediation(self, annotations: dict[str, str]) -> bool:
+        """Forget latched findings after a new remediation; True if there was one."""
+        raw = annotations.get(LAST_REMEDIATION)
+        try:
+            key = json.loads(raw).get("key") if raw else None
+        except (ValueError, AttributeError):
+            key = None
+        if key is None or key == self.remediation_key:
+            return False
+        first = self.remediation_key is None
+        self.remediation_key = key
+        if first and self.last_write is None:
+            return False  # an old repair, from before this agent started
+        self.checker.memory.clear_latched()
+        return True
+
+    def tick(self, *, force: bool = False) -> bool:
+        """Run the passive sweep; write status if needed. Returns True if it wrote."""
+        with self.lock:
+            report = self.checker.run()
+            status = agent_status(report, self.checker)
+            self._export(report, status)
+            current = fingerprint(status)
+            now = self.clock()
+            due = self.last_write is None or now - self.last_write >= self.heartbeat
+            changed = current != self.last_fingerprint
+            if not (force or changed or due):
+                return False
+            why = "change" if changed else "heartbeat"
+            if self.last_write is None:
+                gpunodes.ensure(self.api, node=self.node, node_uid=self.node_uid)
+            fields = gpunodes.status_fields(status, gpunodes.AGENT_FIELDS)
+            gpunodes.apply_status(self.api, node=self.node, status=fields, manager=AGENT_MANAGER)
+            STATUS_WRITES.labels(self.node, why).inc()
+            self.last_fingerprint, self.last_write = current, now
+            return True
+
+    def _export(self, report: Report, status: GPUNodeStatus) -> None:
+        for gpu in status.gpus:
+            index = str(gpu.index)
+            GPU_HEALTHY.labels(self.node, index).set(1 if gpu.healthy else 0)
+            if gpu.temperature_c is not None:
+                GPU_TEMPERATURE.labels(self.node, index).set(gpu.temperature_c)
+            if gpu.power_w is not None:
+                GPU_POWER.labels(self.node, index).set(gpu.power_w)
+        failing: dict[str, int] = {}
+        for check in report.checks:
+            if check.status is CheckStatus.FAIL:
+                failing[check.name] = failing.get(check.name, 0) + 1
+        for name in {c.name for c in report.checks}:
+            CHECK_FAILURES.labels(self.node, name).set(failing.get(name, 0))
+
+
+def simulated_model(node: dict[str, Any]) -> GpuModel:
+    """The model a simulated agent plays: the one the node's product label names,
+    else an H100 (devcluster nodes are labelled; a bare node is still served)."""
+    return gpu_model(node) or get_model("H100")
+
+
+class XidWaiter(Protocol):
+    def wait_for_xid(self, timeout: float) -> bool: ...
+
+
+def run_agent(
+    core: AgentCore,
+    *,
+    interval: datetime.timedelta,
+    stop: threading.Event,
+    waiter: XidWaiter | None = None,
+    node_annotations: Callable[[], dict[str, Any]] | None = None,
+) -> None:
+    """The real agent's loop: sweep every interval, at once on a critical XID or repair."""
+    while not stop.is_set():
+        try:
+            if node_annotations is not None:
+                core.note_remediation(node_annotations())
+            core.tick()
+        except Exception:
+            logger.exception("agent sweep failed; retrying at the next interval")
+        deadline = core.clock() + interval
+        while not stop.is_set():
+            remaining = (deadline - core.clock()).total_seconds()
+            if remaining <= 0:
+                break
+            if waiter is not None and waiter.wait_for_xid(min(remaining, 1.0)):
+                logger.info("critical XID: sweeping now")
+                break
+            if waiter is None:
+                stop.wait(min(remaining, 1.0))
+
+
+def main(
+    *,
+    node: str,
+    kubeconfig: str | None,
+    interval: datetime.timedelta,
+    heartbeat: datetime.timedelta,
+    expected_gpus: int | None,
+    kernel_log: str,
+    metrics_port: int,
+    simulated: bool = False,
+) -> None:
+    """``pitcrew agent``: the agent on a GPU node. ``simulated`` swaps NVML for the
+    sim backend (a healthy node of the model its label names): the agent's own
+    API traffic, RBAC and admission then run for real on machines without GPUs."""
+    api = api_client(kubeconfig)
+    core_api = client.CoreV1Api(api)
+
+    def annotations() -> dict[str, Any]:
+        return dict(to_dict(api, core_api.read_node(node))["metadata"].get("annotations") or {})
+
+    node_obj = to_dict(api, core_api.read_node(node))
+    uid = node_obj["metadata"].get("uid", "")
+    backend: Any
+    if simulated:
+        backend = SimBackend(
+            node=node, model=simulated_model(node_obj), gpus=gpu_capacity(node_obj)
+        )
+    else:
+        from gpuhealth.backends.nvml import NvmlBackend  # noqa: PLC0415 - needs the driver
+
+        backend = NvmlBackend(kernel_log=Path(kernel_log) if kernel_log else None)
+    checker = Checker(backend=backend, node=node, expect=Expectations(gpus=expected_gpus))
+    core = AgentCore(api=api, node=node, node_uid=uid, checker=checker, heartbeat=heartbeat)
+    if metrics_port:
+        start_http_server(metrics_port)
+    run_agent(
+        core,
+        interval=interval,
+        stop=threading.Event(),
+        waiter=None if simulated else backend,
+        node_annotations=annotations,
+    )

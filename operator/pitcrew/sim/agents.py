@@ -1,0 +1,281 @@
+"""Simulated node agents for every ``pitcrew.dev/simulated=true`` node, in one process.
+
+This is what the end-to-end tests, the benchmarks and the demo drive. Each
+simulated node gets the real :class:`~pitcrew.node.agent.AgentCore` over a
+:class:`gpuhealth.backends.sim.SimBackend`, so everything from the checks to
+the GPUNode writes is the production code path; only the GPUs are simulated.
+
+- **Faults** come from the Node annotation ``sim.pitcrew.dev/faults`` (the JSON
+  fault list of docs/faults.md). A change is swept at once (the analogue of
+  the real agent's immediate XID reaction); removing it heals the node.
+- **Repairs**: a new ``pitcrew.dev/last-remediation`` annotation (written by
+  the operator after each remediation) repairs the node: its faults
+  annotation is removed, unless ``sim.pitcrew.dev/repair-fails`` lists that
+  remediation action (e.g. ``reset-gpu,reboot``), which models a GPU that
+  only a replacement fixes.
+- **Probe Jobs** on simulated nodes are answered as the probe pod would: the
+  active suite runs on the simulated backend and the report is written to
+  ``GPUNode.status.probe`` (field manager ``pitcrew-probe``); kwok then
+  completes the pod.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import logging
+import random
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from kubernetes import client
+
+from gpuhealth.active.sim import SimProbes
+from gpuhealth.backends.sim import SimBackend
+from gpuhealth.checks import Expectations
+from gpuhealth.faults import FaultListError, parse_faults
+from gpuhealth.runner import Checker
+from pitcrew.api.gpunode import ChecksStatus
+from pitcrew.api.vocabulary import (
+    FAULTS_ANNOTATION,
+    LAST_REMEDIATION,
+    NODE_LABEL,
+    PAIR_ANNOTATION,
+    PAIR_LABEL,
+    PROBE_LABEL,
+    PROBE_MANAGER,
+    RANK_LABEL,
+    REPAIR_FAILS_ANNOTATION,
+    RUN_LABEL,
+    SIMULATED_LABEL,
+    SUITE_LABEL,
+)
+from pitcrew.core.convert import gpu_capacity
+from pitcrew.kube import gpunodes
+from pitcrew.kube.client import retrying
+from pitcrew.node.agent import AgentCore, simulated_model
+from pitcrew.node.probe import PAIR_NICS, pair_result, write_pair_result
+
+logger = logging.getLogger(__name__)
+SIMULATED = f"{SIMULATED_LABEL}=true"
+PROBE_SUITES = {"quick": "quick", "standard": "full", "burn-in": "full"}
+
+
+class SimNode:
+    def __init__(
+        self, api: client.ApiClient, node: dict[str, Any], *, heartbeat: datetime.timedelta
+    ) -> None:
+        meta = node["metadata"]
+        self.name = meta["name"]
+        gpus = gpu_capacity(node)
+        self.backend = SimBackend(node=self.name, model=simulated_model(node), gpus=gpus)
+        self.checker = Checker(
+            backend=self.backend,
+            node=self.name,
+            expect=Expectations(gpus=gpus, model=self.backend.model, ib_ports=8),
+        )
+        self.core = AgentCore(
+            api=api,
+            node=self.name,
+            node_uid=meta.get("uid", ""),
+            checker=self.checker,
+            heartbeat=heartbeat,
+        )
+        self.faults_text: str | None = None
+        self.probed: set[str] = set()
+
+
+class SimAgents:
+    def __init__(
+        self,
+        api: client.ApiClient,
+        *,
+        interval: datetime.timedelta,
+        heartbeat: datetime.timedelta,
+        workers: int = 16,
+    ) -> None:
+        self.api = api
+        self.core = client.CoreV1Api(api)
+        self.interval = interval
+        self.heartbeat = heartbeat
+        self.nodes: dict[str, SimNode] = {}
+        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sim-agent")
+        # Faults and repairs are swept on their own threads, never queued behind the
+        # periodic sweep of the whole fleet (a real agent has no such queue).
+        self.urgent = ThreadPoolExecutor(max_workers=8, thread_name_prefix="sim-urgent")
+        self.stop = threading.Event()
+        self.pairs_answered: set[str] = set()
+        self.lock = threading.Lock()
+
+    # -- reacting to Nodes ----------------------------------------------------------------
+
+    def on_node(self, node: dict[str, Any], *, deleted: bool = False) -> None:
+        name = node["metadata"]["name"]
+        if deleted:
+            with self.lock:
+                self.nodes.pop(name, None)
+            return
+        with self.lock:
+            sim = self.nodes.get(name)
+            if sim is None:
+                sim = self.nodes[name] = SimNode(self.api, node, heartbeat=self.heartbeat)
+        annotations = node["metadata"].get("annotations") or {}
+        urgent = False
+        if sim.core.note_remediation(annotations):
+            if not self._repair(sim, annotations):
+                sim.backend.replay_xids()
+            urgent = True
+        text = annotations.get(FAULTS_ANNOTATION, "")
+        if text != sim.faults_text:
+            sim.faults_text = text
+            try:
+                sim.backend.set_faults(parse_faults(text))
+            except FaultListError as error:
+                logger.error("node %s: %s", name, error)
+                return
+            if not text:
+                sim.checker.memory.clear_latched()
+            urgent = True
+        if urgent:
+            self.urgent.submit(self._tick, sim)
+
+    def _repair(self, sim: SimNode, annotations: dict[str, str]) -> bool:
+        action = json.loads(annotations[LAST_REMEDIATION]).get("action", "")
+        fails = {a.strip() for a in annotations.get(REPAIR_FAILS_ANNOTATION, "").split(",")}
+        if action in fails:
+            logger.info("node %s: simulated %s does not fix it", sim.name, action)
+            return False
+        if annotations.get(FAULTS_ANNOTATION):
+            retrying(self.core.patch_node)(
+                sim.name,
+                {"metadata": {"annotations": {FAULTS_ANNOTATION: None}}},
+                _content_type="application/merge-patch+json",
+            )
+        return True
+
+    def _tick(self, sim: SimNode, *, force: bool = False) -> None:
+        try:
+            sim.core.tick(force=force)
+        except Exception:
+            logger.exception("sim agent for %s failed a sweep", sim.name)
+
+    # -- probe pods -----------------------------------------------------------------------
+
+    def on_probe_pod(self, pod: dict[str, Any]) -> None:
+        labels = pod["metadata"].get("labels") or {}
+        if RANK_LABEL in labels:
+            self._on_pair_pod(pod, labels)
+            return
+        node, suite = labels.get(NODE_LABEL), labels.get(SUITE_LABEL)
+        sim = self.nodes.get(node or "")
+        job = labels.get("job-name") or pod["metadata"]["name"]
+        if sim is None or suite is None or job in sim.probed:
+            return
+        sim.probed.add(job)
+        self.urgent.submit(self._probe, sim, suite)
+
+    def _on_pair_pod(self, pod: dict[str, Any], labels: dict[str, str]) -> None:
+        """Answer a pair test as its rank-0 pod would, from both nodes' simulated NICs."""
+        pair = (pod["metadata"].get("annotations") or {}).get(PAIR_ANNOTATION, "")
+        key = f"{labels.get(PAIR_LABEL)}"
+        if labels.get(RANK_LABEL) != "0" or key in self.pairs_answered:
+            return
+        members = [self.nodes.get(n) for n in pair.split("--")]
+        if len(members) != 2 or None in members:
+            return
+        self.pairs_answered.add(key)
+        sims = [m for m in members if m is not None]
+        busbw = min(SimProbes(s.backend).internode_busbw_gbps(PAIR_NICS) for s in sims)
+        floor = sims[0].backend.model.nccl_inter_floor_gbps_per_nic * PAIR_NICS
+        self.urgent.submit(
+            self._write_pair,
+            labels.get(RUN_LABEL, ""),
+            pair_result(name=pair, busbw_gbps=busbw, floor_gbps=floor),
+        )
+
+    def _write_pair(self, run: str, entry: dict[str, Any]) -> None:
+        try:
+            write_pair_result(self.api, run=run, entry=entry)
+        except Exception:
+            logger.exception(
+                "simulated pair test %s of run %s: writing the result failed",
+                entry.get("name"),
+                run,
+            )
+
+    def _probe(self, sim: SimNode, suite: str) -> None:
+        try:
+            report = sim.checker.run(
+                suite=PROBE_SUITES.get(suite, "full"), probes=SimProbes(sim.backend)
+            )
+            probe = ChecksStatus(
+                report_time=report.time, backend=report.backend, suite=suite, results=report.checks
+            )
+            gpunodes.apply_status(
+                self.api,
+                node=sim.name,
+                status={"probe": probe.model_dump(mode="json", by_alias=True, exclude_none=True)},
+                manager=PROBE_MANAGER,
+            )
+        except Exception:
+            logger.exception("simulated probe on %s failed", sim.name)
+
+    # -- loops ----------------------------------------------------------------------------
+
+    def _watch(self, list_fn: Any, handler: Any, **kwargs: Any) -> None:
+        """List then watch, on raw JSON: building client models for thousands of
+        Node events a minute would cost more CPU than the simulated agents."""
+        while not self.stop.is_set():
+            try:
+                listing = json.loads(list_fn(_preload_content=False, **kwargs).data)
+                for item in listing["items"]:
+                    handler(item, deleted=False)
+                stream = list_fn(
+                    watch=True,
+                    timeout_seconds=300,
+                    _preload_content=False,
+                    resource_version=listing["metadata"]["resourceVersion"],
+                    **kwargs,
+                )
+                for line in stream:
+                    if self.stop.is_set():
+                        return
+                    event = json.loads(line)
+                    if event.get("type") == "ERROR":
+                        break
+                    handler(event["object"], deleted=event["type"] == "DELETED")
+            except Exception as error:
+                logger.warning("watch %s interrupted (%s); restarting", list_fn.__name__, error)
+                self.stop.wait(1.0)
+
+    def _on_pod(self, pod: dict[str, Any], *, deleted: bool) -> None:
+        if not deleted:
+            self.on_probe_pod(pod)
+
+    def run(self) -> None:
+        threads = [
+            threading.Thread(
+                target=self._watch,
+                args=(self.core.list_node, self.on_node),
+                kwargs={"label_selector": SIMULATED},
+                daemon=True,
+            ),
+            threading.Thread(
+                target=self._watch,
+                args=(self.core.list_pod_for_all_namespaces, self._on_pod),
+                kwargs={"label_selector": f"{PROBE_LABEL}=true"},
+                daemon=True,
+            ),
+        ]
+        for thread in threads:
+            thread.start()
+        while not self.stop.is_set():
+            started = time.monotonic()
+            with self.lock:
+                sims = list(self.nodes.values())
+            random.shuffle(sims)
+            for sim in sims:
+                self.pool.submit(self._tick, sim)
+            self.stop.wait(max(0.0, self.interval.total_seconds() - (time.monotonic() - started)))

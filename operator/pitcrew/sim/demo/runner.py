@@ -1,0 +1,347 @@
+"""Run the demo: devcluster, simulated agents, the operator, a training job, faults.
+
+Everything it starts (the control plane, the simulated agents, the operator)
+is stopped on the way out, on Ctrl-C and on errors alike. The operator runs
+as its own process with the RBAC the chart ships, exactly as in the e2e
+tests; the demo only injects faults and plays the training job.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+from prometheus_client.parser import text_string_to_metric_families
+from rich.console import Console
+from rich.live import Live
+
+from gpuhealth.models import get_model
+from pitcrew.api.gpunode import Phase
+from pitcrew.api.meta import GROUP, VERSION
+from pitcrew.api.vocabulary import FAULTS_ANNOTATION, OPERATOR_COMPONENT, SIMULATED_LABEL
+from pitcrew.kube.client import api_client, request
+from pitcrew.sim import devcluster
+from pitcrew.sim.demo.scenario import ScheduledFault, schedule
+from pitcrew.sim.demo.view import InjectedFault, Snapshot, render, summary
+from pitcrew.sim.demo.workload import NAMESPACE, TrainingJob
+from pitcrew.sim.devcluster import install
+from pitcrew.sim.devcluster.cluster import free_port
+
+OPERATOR_NAMESPACE = "pitcrew-system"
+IN_SERVICE = ("Healthy", "Spare")
+ACTIONS_KEPT = 100
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    nodes: int = 32
+    seed: int = 7
+    speed: float = 1.0
+    duration: float | None = None
+    directory: Path = Path(".devcluster-demo")
+    spares: int = 2
+    checkpoint_aware: bool = True
+
+
+def policy(options: DemoOptions) -> dict[str, Any]:
+    """The demo's policy: the example policy's shape, with minutes scaled to seconds."""
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "GPUHealthPolicy",
+        "metadata": {"name": "demo-fleet"},
+        "spec": {
+            "nodeSelector": {"matchLabels": {SIMULATED_LABEL: "true"}},
+            "checks": {"interval": "2s", "heartbeat": "30s"},
+            "validation": {"burnInOnJoin": False, "burnInAfterRepair": True, "timeout": "2m"},
+            "remediation": {
+                "ladders": {
+                    "fatal": [
+                        {"action": "reset-gpu", "timeout": "1m", "attempts": 2},
+                        {"action": "retire"},
+                    ],
+                    "degraded": [{"action": "reset-gpu", "timeout": "1m"}, {"action": "retire"}],
+                },
+                "lemon": {"maxRemediations": 3, "window": "1h"},
+            },
+            "safety": {
+                "maxUnhealthy": "25%",
+                "maxConcurrentDrains": 4,
+                "maxConcurrentRemediations": 4,
+                "stormCooldown": "30s",
+                "drain": {
+                    "timeout": "1m",
+                    "onTimeout": "force",
+                    "checkpointMaxDelay": "45s" if options.checkpoint_aware else "1s",
+                },
+            },
+            "spares": {"count": options.spares},
+        },
+    }
+
+
+class Demo:
+    def __init__(self, options: DemoOptions, console: Console) -> None:
+        self.options = options
+        self.console = console
+        self.processes: list[subprocess.Popen[bytes]] = []
+        self.started = time.monotonic()
+        self.faults: list[InjectedFault] = []
+        self.actions: list[str] = []
+        self.seen_events: set[str] = set()
+        self.metrics_port = free_port()
+        self.phases: dict[str, Phase] = {}
+
+    @contextlib.contextmanager
+    def cluster(self) -> Iterator[devcluster.ClusterState]:
+        directory = self.options.directory.resolve()
+        self.console.print(
+            f"[bold]Starting devcluster with {self.options.nodes} simulated GPU nodes[/] "
+            f"in {directory}"
+        )
+        state = devcluster.up(
+            directory=directory,
+            node_count=self.options.nodes,
+            gpus_per_node=8,
+            model=get_model("H100"),
+            log=lambda line: self.console.print(f"  {line}"),
+        )
+        try:
+            yield state
+        finally:
+            for process in self.processes:
+                process.terminate()
+            for process in self.processes:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(timeout=10)
+                if process.poll() is None:
+                    process.kill()
+            devcluster.down(directory=directory, log=lambda _: None)
+            self.console.print("Stopped the operator, the simulated agents and devcluster.")
+
+    def _start(self, name: str, *args: str) -> None:
+        log = (self.options.directory / f"{name}.log").open("ab")
+        self.processes.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "pitcrew.cli", *args],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        )
+
+    def run(self) -> Snapshot:
+        with self.cluster() as state:
+            api = api_client(state.kubeconfig)
+            install.install(api, namespace=OPERATOR_NAMESPACE)
+            operator_kubeconfig = install.service_account_kubeconfig(
+                api,
+                component="operator",
+                namespace=OPERATOR_NAMESPACE,
+                path=self.options.directory / "operator.kubeconfig",
+            )
+            client.CustomObjectsApi(api).create_cluster_custom_object(
+                GROUP, VERSION, "gpuhealthpolicies", policy(self.options)
+            )
+            self._start(
+                "sim-agents",
+                "sim-agents",
+                "--kubeconfig",
+                state.kubeconfig,
+                "--interval",
+                "2s",
+                "--heartbeat",
+                "30s",
+            )
+            self._start(
+                "operator", "operator", "--kubeconfig", str(operator_kubeconfig),
+                "--namespace", OPERATOR_NAMESPACE, "--identity", "demo", "--resync-seconds", "5",
+                "--metrics-port", str(self.metrics_port), "--health-port", "0",
+            )  # fmt: skip
+            self.console.print(
+                "Operator and simulated agents started; waiting for the fleet to be admitted..."
+            )
+            self._wait_admitted(api)
+            size = max(
+                1, self.options.nodes - self.options.spares - max(2, self.options.nodes // 8)
+            )
+            job = TrainingJob(
+                api, name="llm-pretrain", size=size, steps_per_second=2.0, checkpoint_every=20
+            )
+            job.start()
+            return self._loop(api, state.kubeconfig, job)
+
+    def _wait_admitted(self, api: client.ApiClient) -> None:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            phases = self._phases(api)
+            admitted = sum(1 for p in phases.values() if p in (Phase.HEALTHY, Phase.SPARE))
+            if admitted >= self.options.nodes:
+                return
+            time.sleep(1)
+        raise RuntimeError("the fleet was not admitted within 5 minutes; see operator.log")
+
+    def _loop(self, api: client.ApiClient, kubeconfig: str, job: TrainingJob) -> Snapshot:
+        duration = self.options.duration
+        horizon = duration if duration is not None else 24 * 3600
+        pending = schedule(
+            seed=self.options.seed, duration=horizon, mean_interval=60 / self.options.speed
+        )
+        start = time.monotonic()
+        last = start
+        stop = threading.Event()
+        watcher = threading.Thread(
+            target=self._watch_phases, args=(api, start, stop), daemon=True, name="demo-phases"
+        )
+        watcher.start()
+        snapshot = self._snapshot(api, kubeconfig, job, 0.0)
+        try:
+            with Live(render(snapshot), console=self.console, refresh_per_second=2) as live:
+                while duration is None or time.monotonic() - start < duration:
+                    time.sleep(1)
+                    now = time.monotonic()
+                    job.tick(now - last)
+                    last = now
+                    elapsed = now - start
+                    while pending and pending[0].at <= elapsed:
+                        self._inject(api, job, pending.pop(0), elapsed)
+                    snapshot = self._snapshot(api, kubeconfig, job, elapsed)
+                    live.update(render(snapshot))
+        finally:
+            stop.set()
+        self.console.print()
+        self.console.print(summary(snapshot))
+        return snapshot
+
+    def _watch_phases(self, api: client.ApiClient, start: float, stop: threading.Event) -> None:
+        """Poll the GPUNodes four times a second: when did each faulty node leave service?
+        (The simulated repairs are quick: a node can be back within seconds.)"""
+        while not stop.wait(0.25):
+            try:
+                self.phases = self._phases(api)
+            except client.ApiException:
+                continue
+            elapsed = time.monotonic() - start
+            for fault in list(self.faults):
+                phase = self.phases.get(fault.node, Phase.HEALTHY)
+                if fault.cordoned_after is None and phase not in (Phase.HEALTHY, Phase.SPARE):
+                    fault.cordoned_after = max(0.0, elapsed - fault.at)
+
+    def _inject(
+        self, api: client.ApiClient, job: TrainingJob, planned: ScheduledFault, elapsed: float
+    ) -> None:
+        core = client.CoreV1Api(api)
+        if planned.fault is None:
+            job.crash()
+            self.faults.append(
+                InjectedFault(elapsed, "-", planned.category, "training job crashed")
+            )
+            return
+        pods = request(api, "GET", f"/api/v1/namespaces/{NAMESPACE}/pods").get("items", [])
+        busy = sorted(
+            {
+                p["spec"]["nodeName"]
+                for p in pods
+                if p["spec"].get("nodeName") and (p.get("status") or {}).get("phase") == "Running"
+            }
+        )
+        if not busy:
+            return
+        node = busy[int(planned.pick * len(busy))]
+        core.patch_node(
+            node, {"metadata": {"annotations": {FAULTS_ANNOTATION: json.dumps([planned.fault])}}}
+        )
+        description = " ".join(f"{k}={v}" for k, v in planned.fault.items())
+        self.faults.append(InjectedFault(elapsed, node, planned.category, description))
+
+    def _phases(self, api: client.ApiClient) -> dict[str, Phase]:
+        found = client.CustomObjectsApi(api).list_cluster_custom_object(GROUP, VERSION, "gpunodes")
+        return {
+            g["metadata"]["name"]: Phase((g.get("status") or {}).get("phase") or "Pending")
+            for g in found["items"]  # type: ignore[index]
+        }
+
+    def _events(self, api: client.ApiClient) -> None:
+        events = request(api, "GET", "/api/v1/namespaces/default/events").get("items", [])
+        fresh = [
+            e
+            for e in events
+            if e.get("reportingComponent") == OPERATOR_COMPONENT
+            and e["involvedObject"].get("kind") == "Node"
+        ]
+        fresh.sort(key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+        for event in fresh:
+            key = f"{event['metadata']['name']}/{event.get('count')}"
+            if key in self.seen_events:
+                continue
+            self.seen_events.add(key)
+            node = event["involvedObject"]["name"]
+            self.actions.append(f"{node}: {event['reason']}: {event['message']}"[:160])
+        del self.actions[
+            :-ACTIONS_KEPT
+        ]  # the screen shows the last ten; a day-long run stays small
+
+    def _metrics(self) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                text = response.read().decode()
+        except OSError:
+            return {}
+        samples: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                samples.setdefault(sample.name, {})[tuple(sorted(sample.labels.items()))] = (
+                    sample.value
+                )
+        return samples
+
+    def _snapshot(
+        self, api: client.ApiClient, kubeconfig: str, job: TrainingJob, elapsed: float
+    ) -> Snapshot:
+        phases = self.phases or self._phases(api)
+        self._events(api)
+        metrics = self._metrics()
+        gpu = metrics.get("pitcrew_gpu_seconds_total", {})
+        total = sum(gpu.values())
+        up = sum(v for k, v in gpu.items() if dict(k).get("phase") in IN_SERVICE)
+        job_seconds = metrics.get("pitcrew_job_seconds_total", {})
+        job_total = sum(job_seconds.values())
+        productive = sum(
+            v for k, v in job_seconds.items() if dict(k).get("category") == "productive"
+        )
+        mfu = next(iter(metrics.get("pitcrew_job_mfu_ratio", {}).values()), None)
+        remediations = sum(
+            v
+            for k, v in metrics.get("pitcrew_remediations_total", {}).items()
+            if dict(k).get("result") == "started"
+        )
+        return Snapshot(
+            elapsed=elapsed,
+            seed=self.options.seed,
+            phases=phases,
+            job_step=job.state.step,
+            job_checkpoint=job.state.checkpoint_step,
+            job_running=job.state.running,
+            job_size=job.size,
+            job_restarts=job.state.restarts,
+            job_lost_steps=job.state.lost_steps,
+            fleet_goodput=up / total if total else None,
+            job_goodput=productive / job_total if job_total else None,
+            job_mfu=mfu,
+            remediations=int(remediations),
+            actions=self.actions,
+            faults=self.faults,
+            metrics_url=f"http://127.0.0.1:{self.metrics_port}/metrics",
+            kubeconfig=kubeconfig,
+        )

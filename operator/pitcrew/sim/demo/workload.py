@@ -1,0 +1,188 @@
+"""The demo's training job: real pods, a simulated training loop.
+
+One job of ``size`` pods (8 GPUs each, labelled ``pitcrew.dev/job``) that
+the real scheduler places on the simulated nodes. The driver plays the part
+of the training framework and its launcher (torchrun, JobSet): while every
+pod runs it advances steps, checkpoints every ``checkpoint_every`` steps
+(writing ``pitcrew.dev/checkpoint-at`` on its pods, so Pitcrew can drain a
+suspect node right after a checkpoint), and reports progress from rank 0
+with :class:`pitcrew.client.progress.ProgressReporter`. When a pod is lost (evicted
+from a failing node, or the job crashes) it recreates the missing pods and
+resumes from the last checkpoint, losing the steps since.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes import client
+
+from pitcrew.api.vocabulary import CHECKPOINT_ANNOTATION, GPU_RESOURCE, JOB_LABEL, JOB_SIZE_LABEL
+from pitcrew.client.progress import ProgressReporter
+from pitcrew.kube.client import request
+
+logger = logging.getLogger(__name__)
+NAMESPACE = "pitcrew-demo"
+# A 70B-parameter model; tokens per step are chosen so that the simulated step
+# rate works out at about 40 % MFU (the 6·N·tokens estimate), as large
+# training runs report.
+PARAMETERS = 70_000_000_000
+DEMO_MFU = 0.4
+H100_BF16_FLOPS = 989.4e12
+
+
+@dataclass
+class JobState:
+    step: int = 0
+    checkpoint_step: int = 0
+    running: int = 0
+    restarts: int = 0
+    lost_steps: int = 0
+    events: list[str] = field(default_factory=list)
+
+
+class TrainingJob:
+    def __init__(
+        self,
+        api: client.ApiClient,
+        *,
+        name: str,
+        size: int,
+        steps_per_second: float,
+        checkpoint_every: int,
+        gpus_per_pod: int = 8,
+    ) -> None:
+        self.api = api
+        self.core = client.CoreV1Api(api)
+        self.name = name
+        self.size = size
+        self.steps_per_second = steps_per_second
+        self.checkpoint_every = checkpoint_every
+        self.gpus = gpus_per_pod
+        self.state = JobState()
+        self.was_running = False
+        self.progress = 0.0
+        self.reporter = ProgressReporter(
+            pod=self.pod_name(0),
+            namespace=NAMESPACE,
+            min_interval=5,
+            parameters=PARAMETERS,
+            tokens_per_step=int(
+                DEMO_MFU
+                * size
+                * gpus_per_pod
+                * H100_BF16_FLOPS
+                / (6 * PARAMETERS * steps_per_second)
+            ),
+            api=self.core,
+        )
+
+    def pod_name(self, rank: int) -> str:
+        return f"{self.name}-{rank}"
+
+    def start(self) -> None:
+        try:
+            request(self.api, "POST", "/api/v1/namespaces", body={"metadata": {"name": NAMESPACE}})
+        except client.ApiException as error:
+            if error.status != 409:
+                raise
+        for rank in range(self.size):
+            self._create(rank)
+        self.reporter.checkpoint(0)  # a fresh start is as good as a checkpoint at step 0
+
+    def _create(self, rank: int) -> None:
+        body = {
+            "metadata": {
+                "name": self.pod_name(rank),
+                "labels": {JOB_LABEL: self.name, JOB_SIZE_LABEL: str(self.size), "rank": str(rank)},
+            },
+            "spec": {
+                "containers": [
+                    {
+                        "name": "train",
+                        "image": "trainer:demo",
+                        "resources": {"limits": {GPU_RESOURCE: str(self.gpus)}},
+                    }
+                ],
+                "terminationGracePeriodSeconds": 1,
+                "restartPolicy": "Never",
+            },
+        }
+        try:
+            request(self.api, "POST", f"/api/v1/namespaces/{NAMESPACE}/pods", body=body)
+        except client.ApiException as error:
+            if error.status != 409:  # still terminating: created on a later tick
+                raise
+
+    def _pods(self) -> dict[str, dict[str, Any]]:
+        listed = request(
+            self.api,
+            "GET",
+            f"/api/v1/namespaces/{NAMESPACE}/pods",
+            query={"labelSelector": f"{JOB_LABEL}={self.name}"},
+        )
+        return {p["metadata"]["name"]: p for p in listed.get("items", [])}
+
+    def crash(self) -> None:
+        """A software failure: the job dies on every node and is relaunched."""
+        self.state.events.append("job crashed (software): relaunching all pods")
+        for name in self._pods():
+            self.core.delete_namespaced_pod(name, NAMESPACE, grace_period_seconds=0)
+
+    def tick(self, seconds: float) -> None:
+        pods = self._pods()
+        running = [name for name, p in pods.items() if _phase(p) == "Running" and not _deleting(p)]
+        self.state.running = len(running)
+        for rank in range(self.size):
+            if self.pod_name(rank) not in pods:
+                self._create(rank)
+        for name, pod in pods.items():
+            if _phase(pod) in ("Failed", "Succeeded") and not _deleting(pod):
+                self.core.delete_namespaced_pod(name, NAMESPACE, grace_period_seconds=0)
+        if len(running) < self.size:
+            if self.was_running:
+                lost = self.state.step - self.state.checkpoint_step
+                self.state.lost_steps += lost
+                self.state.restarts += 1
+                self.state.step = self.state.checkpoint_step
+                self.progress = 0.0
+                self.state.events.append(
+                    f"lost a pod: back to step {self.state.checkpoint_step}, {lost} steps lost"
+                )
+            self.was_running = False
+            return
+        self.was_running = True
+        self.progress += seconds * self.steps_per_second
+        whole = int(self.progress)
+        self.progress -= whole
+        before = self.state.step
+        self.state.step += whole
+        if self.state.step // self.checkpoint_every > before // self.checkpoint_every:
+            self._checkpoint(running)
+        else:
+            self.reporter.step(self.state.step)
+
+    def _checkpoint(self, running: list[str]) -> None:
+        step = self.state.step - self.state.step % self.checkpoint_every
+        self.state.checkpoint_step = step
+        self.reporter.checkpoint(step)
+        stamp = datetime.datetime.now(datetime.UTC).isoformat()
+        for pod in running:
+            try:
+                self.core.patch_namespaced_pod(
+                    pod, NAMESPACE, {"metadata": {"annotations": {CHECKPOINT_ANNOTATION: stamp}}}
+                )
+            except client.ApiException as error:
+                if error.status != 404:
+                    raise
+
+
+def _phase(pod: dict[str, Any]) -> str:
+    return str((pod.get("status") or {}).get("phase", ""))
+
+
+def _deleting(pod: dict[str, Any]) -> bool:
+    return bool(pod["metadata"].get("deletionTimestamp"))

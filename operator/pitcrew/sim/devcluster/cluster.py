@@ -1,0 +1,446 @@
+"""Start and stop a real local Kubernetes control plane with simulated GPU nodes.
+
+The launcher starts etcd, kube-apiserver (authorization Node,RBAC, real
+x509 authentication), kube-controller-manager (all default controllers, each
+with its own service-account credentials), kube-scheduler and kwok, each on
+a free loopback port, as detached processes, and returns once every fake node
+is Ready. The processes outlive the ``pitcrew devcluster up`` command; their
+pids are recorded in ``DIR/state.json`` so that ``down`` stops exactly those
+processes and nothing else.
+
+Failure is loud and leaves nothing behind: if a component exits or does not
+become healthy in time, everything started so far is stopped and the error
+names the component with the tail of its log.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import functools
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client, config
+
+from gpuhealth.models import GpuModel
+from pitcrew.api.vocabulary import SIMULATED_LABEL
+from pitcrew.sim.devcluster import build, nodes, pki
+from pitcrew.sim.devcluster.errors import DevclusterError
+
+STAGES_FILE = Path(__file__).with_name("stages.yaml")
+LOG_TAIL_LINES = 30
+STOP_GRACE_SECONDS = 10.0
+SERVICE_CIDR = "10.96.0.0/16"
+POD_CIDR = "10.244.0.0/16"
+
+
+@dataclass
+class Process:
+    name: str
+    pid: int
+    executable: str
+    log: str
+
+
+@dataclass
+class ClusterState:
+    """What ``up`` started; persisted as ``DIR/state.json``."""
+
+    dir: str
+    server: str
+    kubeconfig: str
+    nodes: int
+    gpus_per_node: int
+    gpu_model: str
+    processes: list[Process] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, directory: Path) -> ClusterState | None:
+        path = directory / "state.json"
+        if not path.is_file():
+            return None
+        raw = json.loads(path.read_text())
+        raw["processes"] = [Process(**p) for p in raw["processes"]]
+        return cls(**raw)
+
+    def save(self) -> None:
+        (Path(self.dir) / "state.json").write_text(json.dumps(asdict(self), indent=2))
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def ensure_port_free(port: int, *, component: str) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError as error:
+            raise DevclusterError(
+                f"{component}: port 127.0.0.1:{port} is in use ({error.strerror}); "
+                "stop what holds it or choose another port"
+            ) from error
+
+
+def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def is_alive(process: Process) -> bool:
+    """True when ``pid`` still runs our executable (not a recycled pid)."""
+    try:
+        cmdline = Path(f"/proc/{process.pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return cmdline.split(b"\0", 1)[0].decode(errors="replace") == process.executable
+
+
+def stop_process(process: Process) -> None:
+    if not is_alive(process):
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE_SECONDS
+    while time.monotonic() < deadline and is_alive(process):
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(process.pid, os.WNOHANG)
+        time.sleep(0.1)
+    if is_alive(process):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(process.pid, 0)
+
+
+def write_kubeconfig(
+    path: Path, *, server: str, pki_: pki.Pki, user: str, context: str = "devcluster"
+) -> None:
+    def b64(file: Path) -> str:
+        return base64.b64encode(file.read_bytes()).decode()
+
+    document = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": context,
+                "cluster": {"server": server, "certificate-authority-data": b64(pki_.ca_cert)},
+            }
+        ],
+        "users": [
+            {
+                "name": user,
+                "user": {
+                    "client-certificate-data": b64(pki_.client_cert(user)),
+                    "client-key-data": b64(pki_.client_key(user)),
+                },
+            }
+        ],
+        "contexts": [{"name": context, "context": {"cluster": context, "user": user}}],
+        "current-context": context,
+    }
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    path.chmod(0o600)
+
+
+class _Launch:
+    """One ``up`` in progress: starts components and tears them down on failure."""
+
+    def __init__(self, state: ClusterState, *, log: Callable[[str], None]) -> None:
+        self.state = state
+        self.dir = Path(state.dir)
+        self.log = log
+
+    def start(self, name: str, argv: list[str]) -> Process:
+        log_path = self.dir / "logs" / f"{name}.log"
+        with log_path.open("ab") as log_file:
+            popen = subprocess.Popen(
+                argv,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        process = Process(name=name, pid=popen.pid, executable=argv[0], log=str(log_path))
+        self.state.processes.append(process)
+        self.state.save()
+        return process
+
+    def wait_for(
+        self, process: Process, check: Callable[[], bool], *, timeout: float, what: str
+    ) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            with contextlib.suppress(ChildProcessError):
+                pid, status = os.waitpid(process.pid, os.WNOHANG)
+                if pid:
+                    raise DevclusterError(
+                        f"{process.name} exited with code {os.waitstatus_to_exitcode(status)} "
+                        f"before {what}; "
+                        f"last lines of {process.log}:\n{log_tail(Path(process.log))}"
+                    )
+            if check():
+                return
+            if time.monotonic() > deadline:
+                raise DevclusterError(
+                    f"{process.name}: not {what} after {timeout:.0f}s; "
+                    f"last lines of {process.log}:\n{log_tail(Path(process.log))}"
+                )
+            time.sleep(0.2)
+
+
+def _http_ok(url: str, *, context: ssl.SSLContext | None = None) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2, context=context) as response:  # noqa: S310
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def _insecure_context() -> ssl.SSLContext:
+    # kube-controller-manager and kube-scheduler serve /healthz with a
+    # certificate they sign themselves at start; nothing to verify it against.
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+def up(
+    *,
+    directory: Path,
+    node_count: int,
+    gpus_per_node: int,
+    model: GpuModel,
+    apiserver_port: int | None = None,
+    timeout: float = 180.0,
+    log: Callable[[str], None] = print,
+) -> ClusterState:
+    """Build if needed, start the control plane and ``node_count`` fake GPU nodes."""
+    directory = directory.resolve()
+    existing = ClusterState.load(directory)
+    if existing and any(is_alive(p) for p in existing.processes):
+        raise DevclusterError(
+            f"a devcluster is already running in {directory}; "
+            f"run `pitcrew devcluster down --dir {directory}` first"
+        )
+    if apiserver_port is not None:
+        ensure_port_free(apiserver_port, component="kube-apiserver")
+    binaries = build.ensure_built(log=log)
+
+    shutil.rmtree(directory, ignore_errors=True)
+    (directory / "logs").mkdir(parents=True)
+    started = time.monotonic()
+    credentials = pki.create(directory / "pki")
+    port = apiserver_port or free_port()
+    server = f"https://127.0.0.1:{port}"
+    state = ClusterState(
+        dir=str(directory),
+        server=server,
+        kubeconfig=str(directory / "kubeconfig"),
+        nodes=node_count,
+        gpus_per_node=gpus_per_node,
+        gpu_model=model.name,
+    )
+    for user in pki.CLIENTS:
+        name = "kubeconfig" if user == "admin" else f"{user}.kubeconfig"
+        write_kubeconfig(directory / name, server=server, pki_=credentials, user=user)
+
+    launch = _Launch(state, log=log)
+    try:
+        _start_components(
+            launch, binaries=binaries, credentials=credentials, port=port, timeout=timeout
+        )
+        log(
+            f"Control plane up in {time.monotonic() - started:.1f}s; "
+            f"creating {node_count} GPU nodes ({gpus_per_node}x {model.name})."
+        )
+        api = client.CoreV1Api(config.new_client_from_config(config_file=state.kubeconfig))
+        nodes.create_nodes(api, count=node_count, model=model, gpus=gpus_per_node)
+        kwok = next(p for p in state.processes if p.name == "kwok")
+        launch.wait_for(
+            kwok,
+            lambda: nodes.ready_count(api) >= node_count,
+            timeout=timeout,
+            what=f"all {node_count} nodes Ready",
+        )
+    except BaseException:
+        for process in reversed(state.processes):
+            stop_process(process)
+        (directory / "state.json").unlink(missing_ok=True)
+        raise
+    log(
+        f"devcluster ready in {time.monotonic() - started:.1f}s: {server}, "
+        f"{node_count} nodes Ready."
+    )
+    return state
+
+
+def _start_components(
+    launch: _Launch, *, binaries: build.Binaries, credentials: pki.Pki, port: int, timeout: float
+) -> None:
+    directory = launch.dir
+    control_plane = str(binaries.devcluster)
+    etcd_port, peer_port = free_port(), free_port()
+    etcd = launch.start(
+        "etcd",
+        [
+            control_plane,
+            "etcd",
+            "--name=devcluster",
+            f"--data-dir={directory / 'etcd'}",
+            f"--listen-client-urls=http://127.0.0.1:{etcd_port}",
+            f"--advertise-client-urls=http://127.0.0.1:{etcd_port}",
+            f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
+            f"--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}",
+            f"--initial-cluster=devcluster=http://127.0.0.1:{peer_port}",
+            "--unsafe-no-fsync",
+            "--log-level=warn",
+        ],
+    )
+    launch.wait_for(
+        etcd,
+        lambda: _http_ok(f"http://127.0.0.1:{etcd_port}/health"),
+        timeout=timeout,
+        what="healthy",
+    )
+
+    apiserver = launch.start(
+        "kube-apiserver",
+        [
+            control_plane,
+            "kube-apiserver",
+            f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={port}",
+            f"--tls-cert-file={credentials.serving_cert}",
+            f"--tls-private-key-file={credentials.serving_key}",
+            f"--client-ca-file={credentials.ca_cert}",
+            f"--service-account-key-file={credentials.sa_pub}",
+            f"--service-account-signing-key-file={credentials.sa_key}",
+            "--service-account-issuer=https://kubernetes.default.svc",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--authorization-mode=Node,RBAC",
+            # The kubernetes Service cannot point at a loopback address; nothing in a
+            # devcluster needs it to, so no endpoint reconciler runs.
+            "--endpoint-reconciler-type=none",
+            "--allow-privileged=true",
+            "--profiling=false",
+            "--max-requests-inflight=800",
+            "--max-mutating-requests-inflight=400",
+        ],
+    )
+    ca_context = ssl.create_default_context(cafile=str(credentials.ca_cert))
+    launch.wait_for(
+        apiserver,
+        lambda: _http_ok(f"https://127.0.0.1:{port}/readyz", context=ca_context),
+        timeout=timeout,
+        what="ready",
+    )
+
+    insecure = _insecure_context()
+    for name, extra in (
+        (
+            "kube-controller-manager",
+            [
+                "--controllers=*",
+                "--use-service-account-credentials=true",
+                f"--service-account-private-key-file={credentials.sa_key}",
+                f"--root-ca-file={credentials.ca_cert}",
+                f"--cluster-cidr={POD_CIDR}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--kube-api-qps=200",
+                "--kube-api-burst=400",
+            ],
+        ),
+        ("kube-scheduler", []),
+    ):
+        component_port = free_port()
+        component = launch.start(
+            name,
+            [
+                control_plane,
+                name,
+                f"--kubeconfig={directory / (name.removeprefix('kube-') + '.kubeconfig')}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={component_port}",
+                "--leader-elect=false",
+                *extra,
+            ],
+        )
+        healthz = f"https://127.0.0.1:{component_port}/healthz"
+        launch.wait_for(
+            component,
+            functools.partial(_http_ok, healthz, context=insecure),
+            timeout=timeout,
+            what="healthy",
+        )
+
+    launch.start(
+        "kwok",
+        [
+            str(binaries.kwok),
+            f"--kubeconfig={directory / 'kwok.kubeconfig'}",
+            f"--config={STAGES_FILE}",
+            "--manage-all-nodes=false",
+            f"--manage-nodes-with-label-selector={SIMULATED_LABEL}=true",
+            "--node-lease-duration-seconds=40",
+            f"--cidr={POD_CIDR}",
+        ],
+    )
+
+
+def down(*, directory: Path, log: Callable[[str], None] = print) -> bool:
+    """Stop every process ``up`` started in ``directory`` and remove its state.
+
+    Returns False when there was nothing to stop."""
+    directory = directory.resolve()
+    state = ClusterState.load(directory)
+    if state is None:
+        log(f"no devcluster in {directory}")
+        return False
+    for process in reversed(state.processes):
+        stop_process(process)
+        log(f"stopped {process.name} (pid {process.pid})")
+    shutil.rmtree(directory, ignore_errors=True)
+    return True
+
+
+def status(*, directory: Path) -> dict[str, Any]:
+    """Which components run, and where the kubeconfig is."""
+    state = ClusterState.load(directory.resolve())
+    if state is None:
+        return {"running": False, "dir": str(directory.resolve())}
+    components = {
+        p.name: {"pid": p.pid, "alive": is_alive(p), "log": p.log} for p in state.processes
+    }
+    return {
+        "running": all(c["alive"] for c in components.values()),
+        "dir": state.dir,
+        "server": state.server,
+        "kubeconfig": state.kubeconfig,
+        "nodes": state.nodes,
+        "gpusPerNode": state.gpus_per_node,
+        "gpuModel": state.gpu_model,
+        "components": components,
+    }
