@@ -18,9 +18,17 @@ import re
 from enum import StrEnum
 from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
+    WithJsonSchema,
+)
 from pydantic.alias_generators import to_camel
 from pydantic.config import JsonDict
+from pydantic_core import core_schema
 
 GROUP = "pitcrew.dev"
 VERSION = "v1alpha1"
@@ -52,23 +60,63 @@ def _positive_duration(name: str) -> dict[str, Any]:
     return validations(cel("duration(self) > duration('0s')", f"{name} must be longer than 0s"))
 
 
+class Duration(datetime.timedelta):
+    """A Go-style duration (``90s``, ``1h30m``), parsed once where it enters.
+
+    It *is* a :class:`~datetime.timedelta`, so the code does arithmetic with it
+    directly (``now - since > spec.timeout``) and never parses a string again;
+    it remembers the text it was written as, so it goes back to the apiserver
+    (and into the CRD schema's defaults) exactly as the user wrote it. The
+    schema admits the same form (pattern) and the apiserver checks that it is
+    positive (CEL), so a policy the apiserver stored always parses here.
+    """
+
+    _text: str
+
+    def __new__(cls, text: str) -> Duration:
+        if not isinstance(text, str) or not re.fullmatch(DURATION_PATTERN, text):
+            raise ValueError(f"invalid duration {text!r}; use e.g. 90s, 10m, 1h30m")
+        seconds = sum(float(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART.findall(text))
+        value = super().__new__(cls, seconds=seconds)
+        value._text = text
+        return value
+
+    def __str__(self) -> str:
+        return self._text
+
+    def __repr__(self) -> str:
+        return f"Duration({self._text!r})"
+
+    def __reduce__(self) -> tuple[type[Duration], tuple[str]]:
+        return (Duration, (self._text,))
+
+    @classmethod
+    def _validate(cls, value: Any) -> Duration:
+        return value if isinstance(value, Duration) else cls(value)
+
+    @classmethod
+    def __get_pydantic_core_schema__(
+        cls, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return core_schema.no_info_plain_validator_function(
+            cls._validate,
+            serialization=core_schema.plain_serializer_function_ser_schema(str),
+        )
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonDict:
+        return {"type": "string", "pattern": DURATION_PATTERN, "maxLength": 32}
+
+
 def duration_field(default: str, description: str, *, name: str) -> Any:
-    """A Go-style duration string (``90s``, ``1h30m``) that must be positive."""
+    """A positive :class:`Duration` field with its default, description and CEL rule."""
     return Field(
-        default=default,
+        default=Duration(default),
         description=description,
-        pattern=DURATION_PATTERN,
-        max_length=32,
         json_schema_extra=_positive_duration(name),
     )
-
-
-def parse_duration(text: str) -> datetime.timedelta:
-    """Parse the duration strings the schema admits."""
-    if not re.fullmatch(DURATION_PATTERN, text):
-        raise ValueError(f"invalid duration {text!r}; use e.g. 90s, 10m, 1h30m")
-    seconds = sum(float(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART.findall(text))
-    return datetime.timedelta(seconds=seconds)
 
 
 IntOrPercent = Annotated[

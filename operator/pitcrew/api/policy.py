@@ -20,6 +20,7 @@ from gpuhealth.report import FaultClass
 from pitcrew.api.meta import (
     ApiModel,
     Condition,
+    Duration,
     IntOrPercent,
     LabelSelector,
     Resource,
@@ -65,10 +66,10 @@ class NcclPairing(StrEnum):
 class ChecksSpec(ApiModel):
     """Passive checks run by the node agent."""
 
-    interval: str = duration_field(
+    interval: Duration = duration_field(
         "30s", "How often the agent runs passive checks.", name="checks.interval"
     )
-    heartbeat: str = duration_field(
+    heartbeat: Duration = duration_field(
         "5m", "Longest time between two agent status writes.", name="checks.heartbeat"
     )
     expected_gpus: int | None = Field(
@@ -101,7 +102,7 @@ class PeriodicValidation(ApiModel):
     )
 
     enabled: bool = False
-    interval: str = duration_field(
+    interval: Duration = duration_field(
         "168h", "Time between two verifications of one node.", name="validation.periodic.interval"
     )
 
@@ -113,7 +114,9 @@ class ValidationSpec(ApiModel):
     burn_in_after_repair: bool = True
     suite: ValidationSuite = ValidationSuite.STANDARD
     nccl_pairing: NcclPairing = NcclPairing.PAIRWISE
-    timeout: str = duration_field("30m", "Longest a probe Job may run.", name="validation.timeout")
+    timeout: Duration = duration_field(
+        "30m", "Longest a probe Job may run.", name="validation.timeout"
+    )
     priority_class_name: str = Field(
         default="", max_length=253, description="PriorityClass of probe pods (low, preemptible)."
     )
@@ -122,7 +125,7 @@ class ValidationSpec(ApiModel):
 
 class RemediationStep(ApiModel):
     action: RemediationAction
-    timeout: str = duration_field(
+    timeout: Duration = duration_field(
         "15m", "How long one attempt may take.", name="remediation step timeout"
     )
     attempts: int = Field(default=1, ge=1, le=10)
@@ -167,7 +170,7 @@ class LemonSpec(ApiModel):
     max_remediations: int = Field(
         default=3, ge=1, le=100, description="Remediations within the window that make a lemon."
     )
-    window: str = duration_field(
+    window: Duration = duration_field(
         "168h", "Window over which remediations are counted.", name="lemon.window"
     )
 
@@ -196,7 +199,7 @@ class WebhookSpec(ApiModel):
     )
 
     url: str = Field(min_length=8, max_length=2048)
-    timeout: str = duration_field("10s", "Timeout of one request.", name="webhook.timeout")
+    timeout: Duration = duration_field("10s", "Timeout of one request.", name="webhook.timeout")
 
 
 class RemediationSpec(ApiModel):
@@ -207,11 +210,11 @@ class RemediationSpec(ApiModel):
 
 
 class DrainSpec(ApiModel):
-    timeout: str = duration_field(
+    timeout: Duration = duration_field(
         "30m", "Longest wait for evictions to finish.", name="drain.timeout"
     )
     on_timeout: DrainTimeoutAction = DrainTimeoutAction.ESCALATE
-    checkpoint_max_delay: str = duration_field(
+    checkpoint_max_delay: Duration = duration_field(
         "2h",
         "Longest a Suspect node waits for its job's next checkpoint before draining.",
         name="drain.checkpointMaxDelay",
@@ -254,7 +257,7 @@ class SafetySpec(ApiModel):
     )
     max_concurrent_drains: int = Field(default=1, ge=1, le=1000)
     max_concurrent_remediations: int = Field(default=1, ge=1, le=1000)
-    storm_cooldown: str = duration_field(
+    storm_cooldown: Duration = duration_field(
         "10m",
         "After the breaker closes, time before quarantines resume.",
         name="safety.stormCooldown",

@@ -17,6 +17,7 @@ from pydantic import ConfigDict, Field
 from pitcrew.api.meta import (
     ApiModel,
     Condition,
+    Duration,
     LabelSelector,
     Resource,
     cel,
@@ -69,7 +70,7 @@ class ValidationRunSpec(ApiModel):
         default=PairingScope.WITHIN,
         description="Pair nodes within one topology group or across groups.",
     )
-    timeout: str = duration_field(
+    timeout: Duration = duration_field(
         "1h", "Longest the whole run may take.", name="ValidationRun timeout"
     )
     max_concurrent_nodes: int = Field(default=4, ge=1, le=1000)

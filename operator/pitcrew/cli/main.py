@@ -25,7 +25,7 @@ from gpuhealth import GpuhealthError
 from gpuhealth.models import get_model
 from pitcrew.api import crdgen, docgen
 from pitcrew.api.errors import PitcrewError
-from pitcrew.api.meta import GROUP, VERSION, parse_duration
+from pitcrew.api.meta import GROUP, VERSION, Duration
 from pitcrew.cli import status as fleet_status
 from pitcrew.controller.settings import OperatorSettings
 from pitcrew.deploy import chart as chartgen
@@ -150,8 +150,8 @@ def _agent(args: argparse.Namespace) -> int:
     agent.main(
         node=args.node,
         kubeconfig=args.kubeconfig,
-        interval=parse_duration(args.interval),
-        heartbeat=parse_duration(args.heartbeat),
+        interval=args.interval,
+        heartbeat=args.heartbeat,
         expected_gpus=args.expected_gpus,
         kernel_log=args.kernel_log,
         metrics_port=args.metrics_port,
@@ -169,8 +169,8 @@ def _sim_agents(args: argparse.Namespace) -> int:
         start_http_server(args.metrics_port)
     SimAgents(
         api_client(args.kubeconfig),
-        interval=parse_duration(args.interval),
-        heartbeat=parse_duration(args.heartbeat),
+        interval=args.interval,
+        heartbeat=args.heartbeat,
     ).run()
     return 0
 
@@ -279,8 +279,8 @@ def _add_runtime(commands: Commands) -> None:
     agent_cmd = commands.add_parser("agent", help="the node agent (one per GPU node)")
     agent_cmd.add_argument("--node", required=True, help="this node's name (downward API)")
     agent_cmd.add_argument("--kubeconfig", default=None)
-    agent_cmd.add_argument("--interval", default="30s")
-    agent_cmd.add_argument("--heartbeat", default="5m")
+    agent_cmd.add_argument("--interval", type=Duration, default=Duration("30s"))
+    agent_cmd.add_argument("--heartbeat", type=Duration, default=Duration("5m"))
     agent_cmd.add_argument("--expected-gpus", type=int, default=None)
     agent_cmd.add_argument("--kernel-log", default="/dev/kmsg")
     agent_cmd.add_argument("--metrics-port", type=int, default=9400)
@@ -291,8 +291,8 @@ def _add_runtime(commands: Commands) -> None:
 
     sim = commands.add_parser("sim-agents", help="simulated agents for every simulated node")
     sim.add_argument("--kubeconfig", default=None)
-    sim.add_argument("--interval", default="30s")
-    sim.add_argument("--heartbeat", default="5m")
+    sim.add_argument("--interval", type=Duration, default=Duration("30s"))
+    sim.add_argument("--heartbeat", type=Duration, default=Duration("5m"))
     sim.add_argument("--metrics-port", type=int, default=0)
     sim.set_defaults(handler=_sim_agents)
 

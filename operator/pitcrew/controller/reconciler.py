@@ -40,7 +40,7 @@ from typing import Any, cast
 from kubernetes import client
 
 from pitcrew.api.gpunode import GPUNodeStatus, Phase
-from pitcrew.api.meta import API_VERSION, GROUP, VERSION, parse_duration
+from pitcrew.api.meta import API_VERSION, GROUP, VERSION, Duration
 from pitcrew.api.policy import GPUHealthPolicy, RemediationAction
 from pitcrew.api.vocabulary import (
     LAST_REMEDIATION,
@@ -71,6 +71,7 @@ from pitcrew.remediators.webhook import Webhook
 
 logger = logging.getLogger(__name__)
 RESYNC_CHUNK = 200
+DEFAULT_RUNG_TIMEOUT = Duration("15m")
 Clock = Callable[[], datetime.datetime]
 
 
@@ -493,7 +494,7 @@ class Reconciler:
             suite=action.suite,
             gpus=gpu_capacity(self.store.nodes.get(plan.node, {})),
             image=self.settings.probe_image,
-            deadline_seconds=int(parse_duration(spec.timeout).total_seconds()),
+            deadline_seconds=int(spec.timeout.total_seconds()),
             priority_class=spec.priority_class_name,
             service_account=account_name("probe", self.settings.account_prefix),
             resources=self.settings.probe_resources,
@@ -512,9 +513,7 @@ class Reconciler:
         if remediation is None:  # the decision always records its remediation
             return
         ladder = plan.policy.spec.remediation.ladders.for_class(remediation.fault_class)
-        timeout = parse_duration(
-            ladder[action.step].timeout if action.step < len(ladder) else "15m"
-        )
+        timeout = ladder[action.step].timeout if action.step < len(ladder) else DEFAULT_RUNG_TIMEOUT
         request = RemediationRequest(
             node=plan.node,
             node_object=self.store.nodes.get(plan.node, {}),
@@ -588,7 +587,7 @@ class Reconciler:
                 f"{fleet.refused} failing nodes kept in service"
             )
         elif was_open:
-            cooldown = (now + parse_duration(view.spec.safety.storm_cooldown)).isoformat()
+            cooldown = (now + view.spec.safety.storm_cooldown).isoformat()
         metrics.BREAKER_OPEN.labels(view.name).set(1 if is_open else 0)
         status: dict[str, Any] = {
             "observedGeneration": policy["metadata"].get("generation", 1),

@@ -19,7 +19,7 @@ from kubernetes import client
 
 from gpuhealth.report import CheckResult, CheckStatus, FaultClass, RecommendedAction
 from pitcrew.api.gpunode import ChecksStatus
-from pitcrew.api.meta import API_VERSION, GROUP, VERSION, parse_duration
+from pitcrew.api.meta import API_VERSION, GROUP, VERSION
 from pitcrew.api.validationrun import (
     RunPhase,
     ValidationRun,
@@ -125,7 +125,7 @@ class Runs:
             namespace=self.settings.namespace,
             image=self.settings.probe_image,
             gpus=gpu_capacity(self.store.nodes.get(members[0], {})),
-            deadline_seconds=int(parse_duration(spec.timeout).total_seconds()),
+            deadline_seconds=int(spec.timeout.total_seconds()),
             service_account=account_name("probe", self.settings.account_prefix),
         ):
             jobs.create(self.api, job)

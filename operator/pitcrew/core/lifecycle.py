@@ -37,7 +37,7 @@ from pitcrew.api.gpunode import (
     RemediationStatus,
     Transition,
 )
-from pitcrew.api.meta import Condition, ConditionStatus, parse_duration
+from pitcrew.api.meta import Condition, ConditionStatus
 from pitcrew.api.policy import DrainTimeoutAction, RemediationAction
 from pitcrew.api.vocabulary import (
     IN_SERVICE,
@@ -244,7 +244,7 @@ def _observe(b: _Builder) -> None:
         )
     else:
         b.condition("ChecksRunnable", ConditionStatus.TRUE, "ChecksRan")
-    limit = parse_duration(spec.checks.heartbeat) * HEARTBEAT_MISSES
+    limit = spec.checks.heartbeat * HEARTBEAT_MISSES
     if status.last_heartbeat is None:
         b.condition("AgentReporting", ConditionStatus.UNKNOWN, "NoReportYet")
     elif b.now - status.last_heartbeat > limit:
@@ -359,7 +359,7 @@ def _back_in_service(b: _Builder, reason: str, message: str) -> None:
 def _validating(b: _Builder) -> None:
     status, spec = b.status, b.policy.spec
     if not _probe_done(status):
-        timeout = parse_duration(spec.validation.timeout)
+        timeout = spec.validation.timeout
         if status.phase_since is not None and b.now - status.phase_since > timeout:
             b.actions.append(
                 a.Record(
@@ -460,7 +460,7 @@ def _suspect(b: _Builder) -> None:
         return
     b.ensure_cordon(QUARANTINE_TAINT, status.reason, status.reason)
     waited = b.now - (status.phase_since or b.now)
-    max_delay = parse_duration(spec.safety.drain.checkpoint_max_delay)
+    max_delay = spec.safety.drain.checkpoint_max_delay
     if _checkpointed(b) or waited >= max_delay:
         _begin_drain(b, "Checkpointed" if _checkpointed(b) else "CheckpointWaitExpired")
 
@@ -498,7 +498,7 @@ def _draining(b: _Builder) -> None:
         return
     if not workload:
         return  # evicted pods are shutting down within their grace period
-    timeout = parse_duration(spec.safety.drain.timeout)
+    timeout = spec.safety.drain.timeout
     if (
         b.now - drain.started_at <= timeout
         or spec.safety.drain.on_timeout is DrainTimeoutAction.WAIT
@@ -540,7 +540,7 @@ def _fault_class(b: _Builder) -> FaultClass:
 
 def _lemon(b: _Builder) -> bool:
     lemon = b.policy.spec.remediation.lemon
-    window = parse_duration(lemon.window)
+    window = lemon.window
     recent = [t for t in b.status.remediations if b.now - t < window]
     return len(recent) >= lemon.max_remediations
 
@@ -629,7 +629,7 @@ def _remediating(b: _Builder) -> None:
         return
     ladder = b.policy.spec.remediation.ladders.for_class(remediation.fault_class)
     rung = ladder[remediation.step] if remediation.step < len(ladder) else None
-    timeout = parse_duration(rung.timeout) if rung else datetime.timedelta(0)
+    timeout = rung.timeout if rung else datetime.timedelta(0)
     if not remediation.error and b.now - remediation.started_at <= timeout:
         return
     if remediation.error:

@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 
 from gpuhealth.report import CheckStatus
 from pitcrew.api.gpunode import ChecksStatus, Phase
-from pitcrew.api.meta import parse_duration
 from pitcrew.api.policy import NcclPairing
 from pitcrew.api.validationrun import (
     BusBandwidth,
@@ -199,7 +198,7 @@ def plan(
     if status.phase is RunPhase.PENDING or status.started_at is None:
         status = _begin(status, candidates, now)
     assert status.started_at is not None
-    if now - status.started_at > parse_duration(spec.timeout):
+    if now - status.started_at > spec.timeout:
         nodes = [
             n
             if n.result in DONE

@@ -16,7 +16,6 @@ import urllib.request
 
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
-from pitcrew.api.meta import parse_duration
 from pitcrew.api.vocabulary import OPERATOR_COMPONENT
 from pitcrew.remediators.base import RemediationError, RemediationRequest
 
@@ -48,7 +47,7 @@ class Webhook:
                 "idempotencyKey": request.key,
             }
         ).encode()
-        timeout = parse_duration(spec.timeout).total_seconds()
+        timeout = spec.timeout.total_seconds()
 
         @retry(
             retry=retry_if_exception(_retryable),

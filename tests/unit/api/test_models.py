@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from pitcrew.api.meta import parse_duration
+from pitcrew.api.meta import Duration
 from pitcrew.api.policy import GPUHealthPolicySpec, RemediationAction
 
 SELECTOR = {"matchLabels": {"nvidia.com/gpu.present": "true"}}
@@ -36,16 +36,34 @@ def test_unknown_field_is_refused() -> None:
     [("30s", 30), ("10m", 600), ("1h30m", 5400), ("250ms", 0.25), ("1.5h", 5400)],
 )
 def test_durations_parse_like_go(text: str, seconds: float) -> None:
-    assert parse_duration(text) == datetime.timedelta(seconds=seconds)
+    assert Duration(text) == datetime.timedelta(seconds=seconds)
 
 
 @pytest.mark.parametrize("text", ["", "5 minutes", "10", "-1s", "1d"])
 def test_bad_durations_are_refused(text: str) -> None:
     with pytest.raises(ValueError, match="invalid duration"):
-        parse_duration(text)
+        Duration(text)
 
 
 @given(st.integers(min_value=0, max_value=10**6), st.sampled_from(["ms", "s", "m", "h"]))
 def test_any_integer_duration_round_trips(amount: int, unit: str) -> None:
     factor = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[unit]
-    assert parse_duration(f"{amount}{unit}").total_seconds() == pytest.approx(amount * factor)
+    assert Duration(f"{amount}{unit}").total_seconds() == pytest.approx(amount * factor)
+
+
+def test_a_policy_duration_is_parsed_once_and_written_back_as_the_user_wrote_it() -> None:
+    spec = GPUHealthPolicySpec.model_validate(
+        {"nodeSelector": SELECTOR, "safety": {"drain": {"timeout": "1h30m"}}}
+    )
+    timeout = spec.safety.drain.timeout
+    assert isinstance(timeout, Duration)
+    assert timeout == datetime.timedelta(minutes=90)
+    assert spec.model_dump(by_alias=True, mode="json")["safety"]["drain"]["timeout"] == "1h30m"
+    assert spec.model_dump(by_alias=True)["safety"]["drain"]["timeout"] == "1h30m"
+
+
+def test_a_malformed_duration_in_a_policy_is_refused_with_its_field() -> None:
+    with pytest.raises(ValidationError, match=r"safety\.drain\.timeout[\s\S]*invalid duration"):
+        GPUHealthPolicySpec.model_validate(
+            {"nodeSelector": SELECTOR, "safety": {"drain": {"timeout": "ten minutes"}}}
+        )

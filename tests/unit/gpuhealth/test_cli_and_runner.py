@@ -14,6 +14,7 @@ import pytest
 
 from gpuhealth.active import nccl_tests
 from gpuhealth.active.probes import ProbeFailedError, ProbeUnavailableError
+from gpuhealth.active.sim import HEADROOM
 from gpuhealth.active.torch_probes import TorchProbes
 from gpuhealth.backends.sim import SimBackend
 from gpuhealth.cli import main
@@ -54,10 +55,21 @@ def test_full_suite_runs_active_probes_on_sim(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = scenario(tmp_path, '[{"type": "slow-gemm", "gpu": 4, "factor": 3}]')
-    assert main(["check", "--backend", "sim", "--suite", "full", "--scenario", path]) == 1
-    out = capsys.readouterr().out
-    assert "gemm" in out
-    assert "gpu4" in out
+    argv = ["check", "--backend", "sim", "--suite", "full", "--scenario", path, "--json"]
+    assert main(argv) == 1
+    report = Report.model_validate_json(capsys.readouterr().out)
+    assert {"gemm", "hbm", "pcie-bandwidth", "nccl-allreduce"} <= {c.name for c in report.checks}
+    failing = [(c.name, c.gpu) for c in report.checks if c.status is CheckStatus.FAIL]
+    assert failing == [("gemm", 4)]
+    floor = get_model("H100").gemm_floor_tflops
+    gemm = {c.gpu: c for c in report.checks if c.name == "gemm"}
+    assert sorted(gemm) == list(range(8))
+    slow = gemm.pop(4)
+    assert slow.threshold == floor
+    assert slow.observed == pytest.approx(floor * HEADROOM / 3, abs=0.05)
+    for healthy in gemm.values():
+        assert healthy.status is CheckStatus.PASS
+        assert healthy.observed == pytest.approx(floor * HEADROOM, abs=0.05)
 
 
 def test_missing_nvml_exits_two(capsys: pytest.CaptureFixture[str]) -> None:
