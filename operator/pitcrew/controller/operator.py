@@ -1,9 +1,9 @@
-"""kopf wiring: watch events into the reconciler's store, and the operator's runtime.
+"""The operator process: health and metrics, leader election, the shell's wiring, kopf.
 
 Nodes and Pods are only *watched* (``on.event``): kopf writes nothing onto
 them (no finalizers, no progress annotations), so Pitcrew's only writes to a
 Node are its deliberate cordons, taints and annotations. GPUNodes and
-policies are watched the same way; the reconciler writes their status itself
+policies are watched the same way; the shell writes their status itself
 by server-side apply. All handlers are async and only update memory, so a
 burst of thousands of events costs microseconds each.
 """
@@ -11,30 +11,107 @@ burst of thousands of events costs microseconds each.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
 import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import kopf
+from kubernetes import client
 from prometheus_client import start_http_server
 
 from pitcrew.api.meta import GROUP, VERSION
+from pitcrew.api.vocabulary import account_name
 from pitcrew.controller import health, metrics
+from pitcrew.controller.accountant import Accountant
+from pitcrew.controller.executor import Executor
 from pitcrew.controller.leader import wait_for_leadership
-from pitcrew.controller.reconciler import Reconciler, utc_now
+from pitcrew.controller.policy_status import PolicyStatusWriter
+from pitcrew.controller.rounds import RoundLoop
+from pitcrew.controller.runs import Runs
 from pitcrew.controller.settings import OperatorSettings
+from pitcrew.controller.store import Store
 from pitcrew.kube.client import api_client, use_as_default
+from pitcrew.kube.cluster import KubeCluster
+from pitcrew.kube.events import Recorder
+from pitcrew.remediators.registry import remediators
 
 logger = logging.getLogger(__name__)
 
 
-def register(registry: kopf.OperatorRegistry, reconciler: Reconciler) -> None:
+def build(api: client.ApiClient, settings: OperatorSettings) -> Shell:
+    """The shell with its real collaborators: the Kubernetes API, Events, remediators."""
+    store = Store()
+    cluster = KubeCluster(api)
+    events = Recorder(api)
+    accountant = Accountant(store, now=utc_now())
+    pool = ThreadPoolExecutor(max_workers=settings.workers, thread_name_prefix="pitcrew-exec")
+    holder: list[RoundLoop] = []
+
+    def requeue(node: str, seconds: float) -> None:
+        holder[0].requeue(node, seconds)
+
+    executor = Executor(
+        cluster=cluster,
+        store=store,
+        events=events,
+        remediators=remediators(
+            api,
+            namespace=settings.namespace,
+            reset_image=settings.remediation_image,
+            reset_account=account_name("remediation", settings.account_prefix),
+        ),
+        remediation_pool=ThreadPoolExecutor(max_workers=8, thread_name_prefix="pitcrew-remediate"),
+        settings=settings,
+        clock=utc_now,
+        requeue=requeue,
+    )
+    rounds = RoundLoop(
+        store=store,
+        cluster=cluster,
+        executor=executor,
+        policy_status=PolicyStatusWriter(
+            cluster=cluster, store=store, events=events, goodput=accountant.goodput
+        ),
+        runs=Runs(api, store, settings, events),
+        pool=pool,
+        settings=settings,
+        clock=utc_now,
+    )
+    holder.append(rounds)
+    return Shell(rounds=rounds, accountant=accountant, settings=settings)
+
+
+@dataclass(frozen=True)
+class Shell:
+    rounds: RoundLoop
+    accountant: Accountant
+    settings: OperatorSettings
+
+    async def account(self) -> None:
+        """Feed GPU-time and job-time metrics from the cache, every few seconds."""
+        while True:
+            await asyncio.sleep(self.settings.accounting_seconds)
+            try:
+                self.accountant.tick(utc_now())
+            except Exception:
+                metrics.RECONCILE_ERRORS.inc()
+                logger.exception("accounting failed; retried on the next tick")
+
+
+def utc_now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+def register(registry: kopf.OperatorRegistry, shell: Shell) -> None:
     tasks: list[asyncio.Task[None]] = []  # held: the loop keeps only weak references
 
     def watch(group: str, version: str, plural: str, kind: str) -> None:
         @kopf.on.event(group, version, plural, registry=registry)
         async def handler(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
-            reconciler.observe(kind, dict(body), deleted=event.get("type") == "DELETED")
+            shell.rounds.observe(kind, dict(body), deleted=event.get("type") == "DELETED")
 
     watch("", "v1", "nodes", "node")
     watch("", "v1", "pods", "pod")
@@ -50,7 +127,7 @@ def register(registry: kopf.OperatorRegistry, reconciler: Reconciler) -> None:
         settings.watching.server_timeout = 300
         settings.networking.request_timeout = 60
         loop = asyncio.get_running_loop()
-        tasks.extend([loop.create_task(reconciler.run()), loop.create_task(reconciler.account())])
+        tasks.extend([loop.create_task(shell.rounds.run()), loop.create_task(shell.account())])
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> Any:
@@ -67,16 +144,16 @@ def run(settings: OperatorSettings) -> None:
         os.environ["KUBECONFIG"] = settings.kubeconfig
     api = api_client(settings.kubeconfig)
     use_as_default(api)
-    leading: list[Reconciler] = []
+    leading: list[RoundLoop] = []
 
     def live() -> str | None:
         if not leading:
             return None  # a standby waiting for the Lease is healthy
-        reconciler = leading[0]
+        rounds = leading[0]
         return health.leader_check(
-            last_round=lambda: reconciler.last_round_at,
-            last_event=lambda: reconciler.last_gpunode_event,
-            watched_objects=lambda: len(reconciler.store.gpunodes),
+            last_round=lambda: rounds.last_round_at,
+            last_event=lambda: rounds.last_gpunode_event,
+            watched_objects=lambda: len(rounds.store.gpunodes),
             resync_seconds=settings.resync_seconds,
             watch_stale_seconds=settings.watch_stale_seconds,
             clock=utc_now,
@@ -95,8 +172,8 @@ def run(settings: OperatorSettings) -> None:
             lease_seconds=settings.lease_seconds,
         )
     metrics.LEADER.set(1)
-    reconciler = Reconciler(api, settings)
-    leading.append(reconciler)
+    shell = build(api, settings)
+    leading.append(shell.rounds)
     registry = kopf.OperatorRegistry()
-    register(registry, reconciler)
+    register(registry, shell)
     kopf.run(registry=registry, clusterwide=True, standalone=True)

@@ -1,7 +1,7 @@
 """The operator's in-memory view of the cluster, fed by watch events.
 
 kopf's ``on.event`` handlers put every Node, Pod, GPUNode and policy they
-see here; the reconciler reads only from here, so a decision never waits on
+see here; the round loop reads only from here, so a decision never waits on
 an API read. Events can arrive late or out of order relative to the
 operator's own writes: an object whose ``resourceVersion`` is older than the
 one already stored (from a write's response) is ignored, so a stale event
@@ -15,32 +15,15 @@ a walk over cached tuples, not over parsing and label matching.
 
 from __future__ import annotations
 
-import datetime
 from collections import defaultdict
-from typing import Any, NamedTuple
+from typing import Any
 
-from pitcrew.api.gpunode import GPUNodeStatus, Phase
+from pitcrew.api.gpunode import GPUNodeStatus
 from pitcrew.core.convert import gpunode_status, matches, policy_view
+from pitcrew.core.fleet import Summary, summarize
 from pitcrew.core.views import PolicyView
 
 Object = dict[str, Any]
-
-
-class Summary(NamedTuple):
-    """What the fleet view needs from one GPUNode status."""
-
-    phase: Phase
-    refused: bool
-    """Held in service by the circuit breaker."""
-    since: datetime.datetime | None
-    heartbeat: datetime.datetime | None
-
-
-def summarize(status: GPUNodeStatus) -> Summary:
-    refused = any(
-        c.type == "Admitted" and c.reason == "CircuitBreakerOpen" for c in status.conditions
-    )
-    return Summary(status.phase, refused, status.phase_since, status.last_heartbeat)
 
 
 def _version(obj: Object) -> int | None:

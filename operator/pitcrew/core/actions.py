@@ -1,6 +1,6 @@
 """What the decision logic asks the shell to do.
 
-Each action is a small frozen record. The shell (:mod:`pitcrew.controller.reconciler`)
+Each action is a small frozen record. The shell (:mod:`pitcrew.controller.executor`)
 executes them idempotently: cordoning a cordoned node, creating a Job that
 exists or evicting a pod that is already gone are no-ops, so a decision that
 is executed twice (a retry, a new leader) does no harm. Every action also

@@ -109,7 +109,7 @@ def pod_gpus(pod: dict[str, Any]) -> int:
 
 def gpunode_status(gpunode: dict[str, Any] | None) -> GPUNodeStatus:
     """The status of a GPUNode; an unreadable status is treated as a new one
-    (Pending) rather than crashing the reconciler."""
+    (Pending) rather than crashing the round loop."""
     if not gpunode or not gpunode.get("status"):
         return GPUNodeStatus()
     try:
@@ -127,6 +127,7 @@ def policy_view(policy: dict[str, Any]) -> PolicyView:
         created=parse_time(meta.get("creationTimestamp")) or EPOCH,
         spec=GPUHealthPolicySpec.model_validate(policy.get("spec") or {}),
         breaker_open=bool(breaker.get("open")),
+        breaker_since=parse_time(breaker.get("since")),
         cooldown_until=parse_time(status.get("cooldownUntil")),
     )
 

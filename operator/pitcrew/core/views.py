@@ -103,6 +103,7 @@ class PolicyView:
     created: datetime.datetime
     spec: GPUHealthPolicySpec
     breaker_open: bool = False
+    breaker_since: datetime.datetime | None = None
     cooldown_until: datetime.datetime | None = None
 
 

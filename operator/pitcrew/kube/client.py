@@ -3,7 +3,7 @@
 A 409 (conflict), 429 (throttled, or a PDB refusing an eviction), 5xx, or a
 connection reset is retried with exponential backoff and jitter; any other
 error is a real answer and is raised at once. The bound is small (a few
-seconds) because the reconciler retries the whole decision later anyway:
+seconds) because the round loop retries the whole decision later anyway:
 level-triggered code does not need heroic retries, only no crash loops.
 """
 

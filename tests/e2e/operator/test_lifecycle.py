@@ -111,8 +111,10 @@ def test_pdb_blocks_the_drain_until_it_allows_it(
         what="PDB computed",
     )
     fleet.inject(node, FATAL_XID)
-    drain = fleet.wait_phase(node, "Draining", timeout=20)
-    assert drain
+    draining = fleet.wait_phase(node, "Draining", timeout=20)["status"]
+    assert draining["drain"]["startedAt"]
+    assert f"{workload_namespace}/protected-0" in draining["drain"]["pending"]
+    assert fleet.node(node).spec.unschedulable
     blocked = eventually(
         lambda: (fleet.gpunode(node)["status"].get("drain") or {}).get("blockedBy"),
         what="blockedBy in drain status",

@@ -10,7 +10,7 @@ from kubernetes import client
 FATAL_XID = [{"type": "xid", "gpu": 0, "code": 79}]
 
 
-def test_breaker_trips_at_30_percent_and_no_more_nodes_are_cordoned(
+def test_breaker_trips_at_20_percent_and_no_more_nodes_are_cordoned(
     fleet_factory: type[Fleet],
 ) -> None:
     fleet = fleet_factory(size=10)

@@ -63,7 +63,7 @@ def test_full_suite_runs_active_probes_on_sim(
     assert failing == [("gemm", 4)]
     floor = get_model("H100").gemm_floor_tflops
     gemm = {c.gpu: c for c in report.checks if c.name == "gemm"}
-    assert sorted(gemm) == list(range(8))
+    assert set(gemm) == set(range(8))
     slow = gemm.pop(4)
     assert slow.threshold == floor
     assert slow.observed == pytest.approx(floor * HEADROOM / 3, abs=0.05)

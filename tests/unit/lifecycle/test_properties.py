@@ -1,7 +1,9 @@
 """Properties of the decision logic over generated fleets (hypothesis).
 
 - the breaker holds: deciding for every node of a fleet, one after the other
-  as the reconciler does, never takes more nodes out than maxUnhealthy;
+  as the round loop does with the production fleet arithmetic
+  (:func:`pitcrew.core.fleet.after_decision`), never takes more nodes out than
+  maxUnhealthy;
 - decisions are idempotent: applying a decision's node edits and status and
   deciding again at the same instant asks for nothing more;
 - a cordon someone else made is never lifted, whatever happens to the node.
@@ -20,6 +22,7 @@ from pitcrew.api.gpunode import Phase
 from pitcrew.api.vocabulary import UNHEALTHY
 from pitcrew.core import actions as a
 from pitcrew.core import node_edits
+from pitcrew.core.fleet import after_decision, fleet_of, summarize
 from pitcrew.core.lifecycle import decide
 from pitcrew.core.safety import unhealthy_limit
 from pitcrew.core.views import FleetView, NodeView, PodView
@@ -69,19 +72,13 @@ def test_never_more_unhealthy_than_max_unhealthy(
     faults: list[FaultClass | None], limit: int | str
 ) -> None:
     pol = policy(safety={"maxUnhealthy": limit})
-    phases = {Phase.HEALTHY: len(faults)}
-    for index, fault in enumerate(faults):
-        fleet = FleetView(total=len(faults), phases=dict(phases))
-        decision = decide(
-            state=state(node(f"n{index}"), status(checks=checks_for(fault))),
-            policy=pol,
-            fleet=fleet,
-            now=T0,
-        )
-        phases[Phase.HEALTHY] -= 1
-        phases[decision.phase] = phases.get(decision.phase, 0) + 1
-    unhealthy = sum(phases.get(p, 0) for p in UNHEALTHY)
-    assert unhealthy <= unhealthy_limit(pol.spec.safety, total=len(faults))
+    statuses = {f"n{i}": status(checks=checks_for(fault)) for i, fault in enumerate(faults)}
+    fleet = fleet_of((name, summarize(s)) for name, s in statuses.items())
+    for name, before in statuses.items():
+        decision = decide(state=state(node(name), before), policy=pol, fleet=fleet, now=T0)
+        fleet = after_decision(fleet, node=name, before=before, decision=decision)
+    assert fleet.total == len(faults)
+    assert fleet.count(*UNHEALTHY) <= unhealthy_limit(pol.spec.safety, total=len(faults))
 
 
 @settings(max_examples=200, deadline=None)

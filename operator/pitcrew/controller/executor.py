@@ -1,0 +1,299 @@
+"""Carry out one node's plan: actions become API calls, then the status is written.
+
+Runs on a worker thread, one plan per node at a time (the round loop keeps a
+node with a plan in flight out of the next rounds). Order of writes:
+actions first, status second, so a crash in between repeats idempotent
+actions rather than skipping them. The exception is a remediation: its
+intent (action, step, attempt, key) is written *before* the remediator is
+called, so a new leader never starts the same rung twice; at worst it waits
+for that rung's timeout. Remediators (slow peers: BMCs, webhooks) run on a
+pool of their own, so a BMC that takes a minute never delays the next cordon.
+
+Dry run (global flag or per policy) executes nothing against Nodes, Pods,
+Jobs or remediators; it records each would-be action once as an Event and
+still writes GPUNode status, which is where an SRE reads what Pitcrew would do.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import Executor as Pool
+from dataclasses import dataclass
+
+from pitcrew.api.gpunode import GPUNodeStatus
+from pitcrew.api.meta import Duration
+from pitcrew.api.policy import RemediationAction
+from pitcrew.api.vocabulary import LAST_REMEDIATION, SPARE_TAINT, account_name
+from pitcrew.controller import metrics
+from pitcrew.controller.ports import Cluster, EventSink
+from pitcrew.controller.settings import OperatorSettings
+from pitcrew.controller.store import Store
+from pitcrew.core import actions as a
+from pitcrew.core.convert import gpu_capacity
+from pitcrew.core.lifecycle import Decision
+from pitcrew.core.node_edits import NodeAction
+from pitcrew.core.views import PolicyView
+from pitcrew.kube import gpunodes, jobs
+from pitcrew.kube.events import gpunode_ref, node_ref
+from pitcrew.kube.evictions import Backoff
+from pitcrew.remediators import RemediationError, RemediationRequest, Remediator
+
+logger = logging.getLogger(__name__)
+DEFAULT_RUNG_TIMEOUT = Duration("15m")
+Clock = Callable[[], datetime.datetime]
+Requeue = Callable[[str, float], None]
+"""Decide ``node`` again after ``seconds`` (0: in the next round); any thread."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    node: str
+    policy: PolicyView
+    decision: Decision
+    dry_run: bool
+    before: GPUNodeStatus
+
+
+class Executor:
+    def __init__(
+        self,
+        *,
+        cluster: Cluster,
+        store: Store,
+        events: EventSink,
+        remediators: Mapping[RemediationAction, Remediator],
+        remediation_pool: Pool,
+        settings: OperatorSettings,
+        clock: Clock,
+        requeue: Requeue,
+    ) -> None:
+        self.cluster = cluster
+        self.store = store
+        self.events = events
+        self.remediators = remediators
+        self.remediation_pool = remediation_pool
+        self.settings = settings
+        self.clock = clock
+        self.requeue = requeue
+        self.backoff = Backoff()
+        self._lock = threading.Lock()
+        self._remediation_errors: dict[str, str] = {}
+        self._recorded: set[tuple[str, str, str]] = set()
+
+    # -- what the round loop asks ---------------------------------------------------------
+
+    def known(self, name: str) -> GPUNodeStatus:
+        """The stored status with what the executor learnt since (a remediator that
+        failed to start) folded in, so the next decision sees it and escalates."""
+        status = self.store.status(name)
+        remediation = status.remediation
+        if remediation is None:
+            return status
+        with self._lock:
+            error = self._remediation_errors.pop(remediation.reference, None)
+        if error is None:
+            return status
+        return status.model_copy(
+            update={"remediation": remediation.model_copy(update={"error": error})}
+        )
+
+    def record_once(self, node: str, reason: str, message: str) -> None:
+        """A warning Event posted once per node, reason and message: dry-run notes and
+        refusals that every resync would otherwise repeat."""
+        key = (node, reason, message)
+        with self._lock:
+            if key in self._recorded:
+                return
+            self._recorded.add(key)
+        self._event(node, reason, message, warning=True)
+
+    # -- a plan ---------------------------------------------------------------------------
+
+    def execute(self, plan: Plan) -> None:
+        status = plan.decision.status
+        try:
+            remediations = [x for x in plan.decision.actions if isinstance(x, a.Remediate)]
+            if remediations and not plan.dry_run:
+                self._write_status(plan.node, status)  # intent first: see module docstring
+            for action in plan.decision.actions:
+                status = self._perform(plan, action, status)
+            self._write_status(plan.node, status)
+        except Exception:
+            metrics.RECONCILE_ERRORS.inc()
+            logger.exception("executing the decision for %s failed; it is retried", plan.node)
+            self.requeue(plan.node, 0)
+            return
+        if not plan.dry_run:
+            metrics.record_decision(
+                pool=plan.policy.name, before=plan.before, after=status, now=self.clock()
+            )
+
+    def _event(self, node: str, reason: str, message: str, *, warning: bool = False) -> None:
+        uid = self.store.nodes.get(node, {}).get("metadata", {}).get("uid", "")
+        gpu_uid = self.store.gpunodes.get(node, {}).get("metadata", {}).get("uid", "")
+        for ref in (node_ref(node, uid), gpunode_ref(node, gpu_uid)):
+            self.events.emit(ref, reason=reason, message=message, warning=warning)
+
+    def _perform(self, plan: Plan, action: a.Action, status: GPUNodeStatus) -> GPUNodeStatus:
+        node = plan.node
+        if isinstance(action, a.Record):
+            self._event(node, action.reason, action.message, warning=action.warning)
+            return status
+        if plan.dry_run:
+            description = f"{type(action).__name__}: {action.message}"
+            self.record_once(node, f"DryRun{action.reason}", f"dry run, would do {description}")
+            return status
+        match action:
+            case a.Cordon() | a.Uncordon() | a.SetTaint() | a.RemoveTaint():
+                if self._edit_node(node, action):
+                    self._event(node, action.reason, action.message)
+            case a.ReleaseSpare():
+                if self._edit_node(
+                    action.node, a.RemoveTaint(SPARE_TAINT, action.reason, action.message)
+                ):
+                    self._event(action.node, action.reason, action.message)
+                    self._event(node, action.reason, f"released spare {action.node}")
+            case a.Evict():
+                return self._evict(plan, action, status)
+            case a.ForceDelete():
+                deleted = self.cluster.force_delete(action.pods)
+                self._event(
+                    node, action.reason, f"{action.message}: {', '.join(deleted)}", warning=True
+                )
+            case a.StartProbe():
+                self._start_probe(plan, action)
+            case a.Remediate():
+                self.remediation_pool.submit(self._remediate, plan, action, status)
+        return status
+
+    def _edit_node(self, node: str, action: NodeAction) -> bool:
+        """Apply a node edit and remember the result at once: the next decision for
+        this node must not see the Node as it was before its own edit."""
+        patched = self.cluster.edit_node(node, action)
+        if patched is None:
+            return False
+        self.store.put("node", patched)
+        return True
+
+    def _evict(self, plan: Plan, action: a.Evict, status: GPUNodeStatus) -> GPUNodeStatus:
+        result = self.cluster.evict(
+            action.pods,
+            backoff=self.backoff,
+            now=self.clock(),
+            parallelism=plan.policy.spec.safety.drain.max_parallel_evictions,
+        )
+        pool = plan.policy.name
+        metrics.EVICTIONS.labels(pool, "evicted").inc(len(result.evicted))
+        metrics.EVICTIONS.labels(pool, "blocked").inc(len(result.blocked))
+        metrics.EVICTIONS.labels(pool, "failed").inc(len(result.failed))
+        if result.evicted:
+            self._event(
+                plan.node,
+                "Evicted",
+                f"evicted {len(result.evicted)} pods: {', '.join(sorted(result.evicted))[:900]}",
+            )
+        for pod, why in sorted(result.blocked.items()):
+            self._event(plan.node, "EvictionBlocked", f"{pod}: {why}", warning=True)
+        for pod, why in sorted(result.failed.items()):
+            self._event(plan.node, "EvictionFailed", f"{pod}: {why}", warning=True)
+        if result.blocked or result.skipped:
+            # Retried when the backoff ends, not at the next resync.
+            self.requeue(plan.node, self.backoff.earliest(self.clock()))
+        drain = status.drain
+        if drain is None:
+            return status
+        blocked = "; ".join(f"{k}: {v}" for k, v in sorted(result.blocked.items()))[:1024]
+        return status.model_copy(
+            update={
+                "drain": drain.model_copy(
+                    update={
+                        "evicted": drain.evicted + len(result.evicted),
+                        "blocked_by": blocked or drain.blocked_by
+                        if result.blocked or result.skipped
+                        else "",
+                    }
+                )
+            }
+        )
+
+    def _start_probe(self, plan: Plan, action: a.StartProbe) -> None:
+        spec = plan.policy.spec.validation
+        job = jobs.probe_job(
+            name=action.name,
+            namespace=self.settings.namespace,
+            node=plan.node,
+            suite=action.suite,
+            gpus=gpu_capacity(self.store.nodes.get(plan.node, {})),
+            image=self.settings.probe_image,
+            deadline_seconds=int(spec.timeout.total_seconds()),
+            priority_class=spec.priority_class_name,
+            service_account=account_name("probe", self.settings.account_prefix),
+            resources=self.settings.probe_resources,
+        )
+        if self.cluster.create_job(job):
+            self._event(
+                plan.node,
+                action.reason,
+                f"{action.message} (Job {self.settings.namespace}/{action.name})",
+            )
+
+    def _remediate(self, plan: Plan, action: a.Remediate, status: GPUNodeStatus) -> None:
+        """Start one rung (on the remediation pool). A rung that cannot start is
+        remembered by key and folded into the next decision, which escalates."""
+        remediation = status.remediation
+        if remediation is None:  # the decision always records its remediation
+            return
+        ladder = plan.policy.spec.remediation.ladders.for_class(remediation.fault_class)
+        timeout = ladder[action.step].timeout if action.step < len(ladder) else DEFAULT_RUNG_TIMEOUT
+        request = RemediationRequest(
+            node=plan.node,
+            node_object=self.store.nodes.get(plan.node, {}),
+            action=action.action.value,
+            key=action.key,
+            attempt=action.attempt,
+            fault_class=remediation.fault_class.value,
+            reason=status.reason,
+            message=status.message,
+            gpus=action.gpus,
+            timeout_seconds=int(timeout.total_seconds()),
+            policy=plan.policy.spec,
+        )
+        try:
+            description = self.remediators[action.action].start(request)
+            self._event(plan.node, action.reason, description)
+            self.cluster.annotate_node(
+                plan.node,
+                {
+                    LAST_REMEDIATION: json.dumps(
+                        {
+                            "action": action.action.value,
+                            "key": action.key,
+                            "at": self.clock().isoformat(),
+                        }
+                    )
+                },
+            )
+        except RemediationError as error:
+            self._event(plan.node, "RemediationFailed", f"{action.action}: {error}", warning=True)
+            self._failed(action.key, str(error), plan.node)
+        except Exception as error:
+            logger.exception("remediation %s on %s failed", action.key, plan.node)
+            self._failed(action.key, f"{type(error).__name__}: {error}", plan.node)
+
+    def _failed(self, key: str, error: str, node: str) -> None:
+        with self._lock:
+            self._remediation_errors[key] = error[:1024]
+        self.requeue(node, 0)
+
+    def _write_status(self, node: str, status: GPUNodeStatus) -> None:
+        owned = gpunodes.AGENT_FIELDS | gpunodes.PROBE_FIELDS
+        fields = gpunodes.status_fields(status, exclude=owned)
+        current = self.store.status(node)
+        if gpunodes.status_fields(current, exclude=owned) == fields:
+            return
+        written = self.cluster.apply_gpunode_status(node=node, status=fields)
+        self.store.put("gpunode", written)

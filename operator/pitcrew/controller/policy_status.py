@@ -1,0 +1,95 @@
+"""Write each GPUHealthPolicy's status: its fleet, its breaker, its goodput.
+
+What the breaker *is* comes from the pure :func:`pitcrew.core.breaker.next_breaker`;
+this writer turns it into the status a person reads (``kubectl get ghp``),
+the gauge the alert fires on and the two Events a breaker trip is worth
+(opened, closed). Writes go through a single thread of their own, in order,
+so a policy status is never queued behind node plans, and a status that did
+not change is not written at all.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from pitcrew.api.meta import API_VERSION
+from pitcrew.api.policy import GPUHealthPolicy
+from pitcrew.api.vocabulary import UNHEALTHY
+from pitcrew.controller import metrics
+from pitcrew.controller.ports import Cluster, EventSink
+from pitcrew.controller.store import Store
+from pitcrew.core.breaker import Breaker, Transition, next_breaker
+from pitcrew.core.convert import policy_view
+from pitcrew.core.views import FleetView
+from pitcrew.kube.events import Ref
+
+logger = logging.getLogger(__name__)
+Goodput = Callable[[str, datetime.datetime], dict[str, float]]
+"""Last hour's and day's goodput of a pool (the accountant's ledger)."""
+
+
+def breaker_fields(breaker: Breaker) -> dict[str, Any]:
+    """The breaker as the status shows it: ``since`` and ``message`` only while open."""
+    fields: dict[str, Any] = {"open": breaker.open}
+    if breaker.open:
+        fields["since"] = breaker.since.isoformat() if breaker.since else None
+        fields["message"] = breaker.message
+    return fields
+
+
+class PolicyStatusWriter:
+    def __init__(
+        self, *, cluster: Cluster, store: Store, events: EventSink, goodput: Goodput
+    ) -> None:
+        self.cluster = cluster
+        self.store = store
+        self.events = events
+        self.goodput = goodput
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pitcrew-policy")
+
+    def submit(self, name: str, fleet: FleetView, now: datetime.datetime) -> None:
+        """Write policy ``name``'s status in the background, after earlier writes."""
+        self._pool.submit(self._write_logged, name, fleet, now)
+
+    def _write_logged(self, name: str, fleet: FleetView, now: datetime.datetime) -> None:
+        try:
+            self.write(name, fleet, now)
+        except Exception:
+            logger.exception("writing the status of policy %s failed", name)
+
+    def write(self, name: str, fleet: FleetView, now: datetime.datetime) -> None:
+        policy = self.store.policies.get(name)
+        if policy is None:
+            return  # deleted since the round
+        view = policy_view(policy)
+        current = Breaker(view.breaker_open, view.breaker_since, "", view.cooldown_until)
+        breaker, transition = next_breaker(current, fleet=fleet, safety=view.spec.safety, now=now)
+        metrics.BREAKER_OPEN.labels(name).set(1 if breaker.open else 0)
+        status: dict[str, Any] = {
+            "observedGeneration": policy["metadata"].get("generation", 1),
+            "nodes": fleet.total,
+            "unhealthy": fleet.count(*UNHEALTHY),
+            "phases": {str(k): v for k, v in sorted(fleet.phases.items()) if v},
+            "breaker": breaker_fields(breaker),
+            "goodput": self.goodput(name, now),
+        }
+        if breaker.cooldown_until:
+            status["cooldownUntil"] = breaker.cooldown_until.isoformat()
+        previous = policy.get("status") or {}
+        if {k: v for k, v in previous.items() if k in status} == status:
+            return
+        ref = Ref(GPUHealthPolicy.KIND, name, API_VERSION, policy["metadata"].get("uid", ""))
+        if transition is Transition.OPENED:
+            self.events.emit(ref, reason=transition, message=breaker.message, warning=True)
+        elif transition is Transition.CLOSED:
+            self.events.emit(
+                ref,
+                reason=transition,
+                message=f"quarantines resume after {status['cooldownUntil']}",
+            )
+        written = self.cluster.apply_policy_status(name=name, status=status)
+        self.store.put("policy", written)

@@ -1,0 +1,62 @@
+"""What the shell needs from the world, as protocols.
+
+The round loop, the executor and the policy-status writer talk to the
+cluster only through :class:`Cluster` and post Events only through
+:class:`EventSink`. In production both are backed by the Kubernetes API
+(:class:`pitcrew.kube.cluster.KubeCluster`, :class:`pitcrew.kube.events.Recorder`);
+the unit tests pass fakes that record every call, so the shell's own logic
+(sequential decisions, plans in flight, dry run, the breaker's Events) is
+tested without an apiserver, as medik8s' NHC and kwok test theirs.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+from pitcrew.core.node_edits import NodeAction
+from pitcrew.core.views import PodView
+from pitcrew.kube.events import Ref
+from pitcrew.kube.evictions import Backoff, EvictionResult
+
+Object = dict[str, Any]
+
+
+class Cluster(Protocol):
+    def ensure_gpunode(self, *, node: str, node_uid: str) -> None:
+        """Create the GPUNode for ``node`` unless it exists."""
+        ...
+
+    def edit_node(self, node: str, action: NodeAction) -> Object | None:
+        """Apply a node edit; the patched Node, or None when nothing had to change."""
+        ...
+
+    def annotate_node(self, node: str, annotations: dict[str, str | None]) -> None: ...
+
+    def evict(
+        self,
+        pods: Iterable[PodView],
+        *,
+        backoff: Backoff,
+        now: datetime.datetime,
+        parallelism: int,
+    ) -> EvictionResult: ...
+
+    def force_delete(self, pods: Iterable[PodView]) -> list[str]: ...
+
+    def create_job(self, job: Object) -> bool:
+        """Create a Job; False when it already exists."""
+        ...
+
+    def apply_gpunode_status(self, *, node: str, status: Object) -> Object:
+        """Server-side apply the operator's fields of a GPUNode status; the object."""
+        ...
+
+    def apply_policy_status(self, *, name: str, status: Object) -> Object:
+        """Server-side apply a GPUHealthPolicy status; the object."""
+        ...
+
+
+class EventSink(Protocol):
+    def emit(self, ref: Ref, *, reason: str, message: str, warning: bool = False) -> None: ...

@@ -1,0 +1,279 @@
+"""The round loop: watch events in, one decision per node, plans out.
+
+A work queue of node names, filled by watch events (any change to a Node, a
+Pod on it, its GPUNode or a policy) and by a periodic resync (time-based
+transitions: drain timeouts, checkpoint waits, remediation timeouts). Each
+round:
+
+1. decides *sequentially* for every queued node with the pure
+   :func:`pitcrew.core.lifecycle.decide`, updating the fleet after each
+   decision (:func:`pitcrew.core.fleet.after_decision`), so two nodes failing
+   in the same instant cannot both take the last slot under ``maxUnhealthy``
+   or ``maxConcurrentDrains``;
+2. hands each plan to the :class:`~pitcrew.controller.executor.Executor` on a
+   worker pool and moves on without waiting. A node whose plan is still in
+   flight is not decided again until it is done, and meanwhile its
+   *intended* status counts in the fleet, so the bounds hold even when
+   executions overlap rounds;
+3. submits each touched policy's status (fleet, breaker, goodput) to the
+   :class:`~pitcrew.controller.policy_status.PolicyStatusWriter`.
+
+Nodes with news go first; the periodic resync follows in chunks, so a fault
+is never queued behind a sweep of the whole fleet. A decision that changes
+nothing stays on the event loop (no thread hop): at thousands of nodes that
+is the common case of every resync.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import logging
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Executor as Pool
+from typing import Any, Protocol
+
+from pitcrew.api.gpunode import GPUNodeStatus
+from pitcrew.controller import metrics
+from pitcrew.controller.executor import Executor, Plan
+from pitcrew.controller.policy_status import PolicyStatusWriter
+from pitcrew.controller.ports import Cluster
+from pitcrew.controller.settings import OperatorSettings
+from pitcrew.controller.store import Store
+from pitcrew.core.convert import node_view
+from pitcrew.core.fleet import Summary, after_decision, fleet_of, summarize
+from pitcrew.core.lifecycle import decide
+from pitcrew.core.views import FleetView, NodeState, PolicyView
+
+logger = logging.getLogger(__name__)
+RESYNC_CHUNK = 200
+COALESCE_SECONDS = 0.05
+Clock = Callable[[], datetime.datetime]
+
+
+class Steppable(Protocol):
+    """What the loop needs of the ValidationRun shell (:class:`~pitcrew.controller.runs.Runs`)."""
+
+    def active(self) -> bool: ...
+
+    def step(self, now: datetime.datetime) -> None: ...
+
+
+class RoundLoop:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        cluster: Cluster,
+        executor: Executor,
+        policy_status: PolicyStatusWriter,
+        runs: Steppable,
+        pool: Pool,
+        settings: OperatorSettings,
+        clock: Clock,
+    ) -> None:
+        self.store = store
+        self.cluster = cluster
+        self.executor = executor
+        self.policy_status = policy_status
+        self.runs = runs
+        self.pool = pool
+        self.settings = settings
+        self.clock = clock
+        self.dirty: set[str] = set()
+        self.resync: set[str] = set()
+        self.in_flight: set[str] = set()
+        self.intended: dict[str, GPUNodeStatus] = {}
+        self.wakeup = asyncio.Event()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.last_round_at = clock()
+        self.last_resync_at = clock()
+        self.last_gpunode_event: datetime.datetime | None = None
+        self.warned_no_policy = False
+
+    # -- events (on the event loop) -------------------------------------------------------
+
+    def observe(self, kind: str, obj: dict[str, Any], *, deleted: bool = False) -> None:
+        """Record a watch event and queue the nodes it concerns."""
+        if kind == "gpunode":
+            self.last_gpunode_event = self.clock()
+        if kind == "run":
+            self.store.put(kind, obj, deleted=deleted)
+            self.wakeup.set()
+            return
+        if kind == "policy":
+            before = self.store.policies.get(obj.get("metadata", {}).get("name", ""))
+            self.store.put(kind, obj, deleted=deleted)
+            generation = obj.get("metadata", {}).get("generation")
+            if deleted or before is None or before["metadata"].get("generation") != generation:
+                self.mark(self.store.nodes)
+            return
+        name = self.store.put(kind, obj, deleted=deleted)
+        if name:
+            self.mark([name])
+
+    def mark(self, names: Iterable[str]) -> None:
+        """Queue nodes for the next round. Safe from any thread."""
+        self._on_loop(self._mark, list(names))
+
+    def requeue(self, node: str, seconds: float) -> None:
+        """Decide ``node`` again after ``seconds`` (0: next round). Safe from any thread:
+        a drain blocked by a PDB is retried when its backoff ends, not at the resync."""
+        if seconds <= 0:
+            self.mark([node])
+        elif self.loop is not None:
+            self.loop.call_soon_threadsafe(self.loop.call_later, seconds, self._mark, [node])
+
+    def _mark(self, names: list[str]) -> None:
+        self.dirty.update(names)
+        self.wakeup.set()
+
+    def _on_loop(self, fn: Callable[..., None], *args: Any) -> None:
+        if self.loop is not None and threading.current_thread() is not threading.main_thread():
+            self.loop.call_soon_threadsafe(fn, *args)
+        else:
+            fn(*args)
+
+    # -- the loop -------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        while True:
+            with contextlib.suppress(TimeoutError):  # a quiet period ends in the resync below
+                await asyncio.wait_for(self.wakeup.wait(), timeout=self.settings.resync_seconds)
+            if self.clock() - self.last_resync_at > datetime.timedelta(
+                seconds=self.settings.resync_seconds
+            ):
+                self.last_resync_at = self.clock()
+                self.resync.update(self.store.nodes)
+            self.wakeup.clear()
+            self.last_round_at = self.clock()
+            await asyncio.sleep(COALESCE_SECONDS)  # a burst of events becomes one round
+            batch = self.next_batch()
+            if self.runs.active() and not self.settings.dry_run:
+                await self._in_thread(self.runs.step, self.clock())
+            if not batch:
+                continue
+            try:
+                await self.reconcile(batch)
+            except Exception:
+                metrics.RECONCILE_ERRORS.inc()
+                logger.exception("reconcile round failed; retrying on the next round")
+                self.mark(batch)
+
+    def next_batch(self) -> set[str]:
+        """Nodes with news, then a chunk of the resync; none with a plan in flight."""
+        batch = self.dirty - self.in_flight
+        self.dirty -= batch
+        chunk = list(self.resync - self.in_flight - batch)[:RESYNC_CHUNK]
+        self.resync.difference_update(chunk)
+        batch.update(chunk)
+        if self.resync:
+            self.wakeup.set()
+        return batch
+
+    async def reconcile(self, names: Iterable[str]) -> None:
+        """One round: create missing GPUNodes, decide, launch, write policy status."""
+        names = sorted(names)
+        for name in names:
+            node = self.store.nodes.get(name)
+            if node is not None and name not in self.store.gpunodes and self._policy_for(name):
+                uid = node["metadata"].get("uid", "")
+                await self._in_thread(self.cluster.ensure_gpunode, node=name, node_uid=uid)
+        now = self.clock()
+        plans, fleets = self.plan(names, now)
+        for plan in plans:
+            self.launch(plan)
+        for policy_name in fleets:
+            if policy_name in self.store.policies:
+                self.policy_status.submit(policy_name, self.fleet(policy_name), now)
+
+    def plan(
+        self, names: Iterable[str], now: datetime.datetime
+    ) -> tuple[list[Plan], dict[str, FleetView]]:
+        """Decide each node in turn, the fleet updated after each decision; the plans
+        that do something, and the fleet of every policy the round touched."""
+        if not self.store.policies:
+            if not self.warned_no_policy:
+                logger.info("no GPUHealthPolicy in the cluster: managing nothing")
+                self.warned_no_policy = True
+            return [], {}
+        self.warned_no_policy = False
+        plans: list[Plan] = []
+        fleets: dict[str, FleetView] = {}
+        for name in sorted(names):
+            node = self.store.nodes.get(name)
+            if node is None or name in self.in_flight:
+                continue
+            policy = self._policy_for(name)
+            if policy is None:
+                continue
+            fleet = fleets.get(policy.name) or self.fleet(policy.name)
+            gpunode = self.store.gpunodes.get(name) or {}
+            state = NodeState(
+                node=node_view(node, self.store.pods_on(name)), status=self.executor.known(name)
+            )
+            decision = decide(
+                state=state,
+                policy=policy,
+                fleet=fleet,
+                now=now,
+                generation=int(gpunode.get("metadata", {}).get("generation", 1)),
+            )
+            if not decision.actions and decision.status == state.status:
+                fleets[policy.name] = fleet
+                continue
+            self.intended[name] = decision.status
+            fleets[policy.name] = after_decision(
+                fleet, node=name, before=state.status, decision=decision
+            )
+            dry_run = self.settings.dry_run or policy.spec.safety.dry_run
+            plans.append(Plan(name, policy, decision, dry_run, state.status))
+        return plans, fleets
+
+    def launch(self, plan: Plan) -> None:
+        """Execute ``plan`` without holding up the next round; until it is done the
+        node is not decided again and its intended status counts in the fleet."""
+        self.in_flight.add(plan.node)
+        self.intended[plan.node] = plan.decision.status
+
+        def done(_: object) -> None:
+            self._on_loop(self._landed, plan.node)
+
+        self.pool.submit(self.executor.execute, plan).add_done_callback(done)
+
+    def _landed(self, node: str) -> None:
+        self.in_flight.discard(node)
+        self.intended.pop(node, None)
+        self.wakeup.set()
+
+    def _policy_for(self, name: str) -> PolicyView | None:
+        matched = self.store.policies_of(name)
+        if len(matched) == 1:
+            return self.store.policy(matched[0])
+        if len(matched) > 1:
+            self.executor.record_once(
+                name,
+                "PolicyConflict",
+                f"node matches several policies ({', '.join(matched)}); "
+                "policies must not overlap: managing it under none",
+            )
+        return None
+
+    def fleet(self, policy: str) -> FleetView:
+        """The pool of ``policy``, with plans in flight counted as intended."""
+        return fleet_of(self._members(policy))
+
+    def _members(self, policy: str) -> Iterator[tuple[str, Summary]]:
+        member = (policy,)
+        for name in self.store.nodes:
+            if self.store.policies_of(name) != member:
+                continue
+            intended = self.intended.get(name)
+            yield name, summarize(intended) if intended else self.store.summary(name)
+
+    async def _in_thread(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.pool, lambda: fn(*args, **kwargs))

@@ -1,0 +1,75 @@
+"""Fleet arithmetic: what one node's decision must know about the rest of its pool.
+
+The decisions of a round are taken one after the other, and each sees the
+fleet *as the decisions before it left it*: :func:`after_decision` moves the
+node from its old phase to its new one (and a released spare out of the
+spare list) before the next node is decided. That is what makes two nodes
+failing in the same instant unable to take the last slot under
+``maxUnhealthy`` or ``maxConcurrentDrains`` together, without any lock.
+
+A node whose plan is still being carried out counts with the status its
+decision *intended*, not the one last written, for the same reason.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable
+from typing import NamedTuple
+
+from pitcrew.api.gpunode import GPUNodeStatus, Phase
+from pitcrew.core import actions as a
+from pitcrew.core.lifecycle import Decision
+from pitcrew.core.views import FleetView
+
+_EPOCH = datetime.datetime.min.replace(tzinfo=datetime.UTC)
+
+
+class Summary(NamedTuple):
+    """What the fleet view needs from one GPUNode status (cached per resourceVersion)."""
+
+    phase: Phase
+    refused: bool
+    """Held in service by the circuit breaker."""
+    since: datetime.datetime | None
+    heartbeat: datetime.datetime | None
+
+
+def summarize(status: GPUNodeStatus) -> Summary:
+    refused = any(
+        c.type == "Admitted" and c.reason == "CircuitBreakerOpen" for c in status.conditions
+    )
+    return Summary(status.phase, refused, status.phase_since, status.last_heartbeat)
+
+
+def fleet_of(members: Iterable[tuple[str, Summary]]) -> FleetView:
+    """The fleet of one pool from its members' summaries; Excluded nodes are not in it.
+    Spares are listed oldest first, so the longest-rested spare is released first."""
+    phases: dict[Phase, int] = {}
+    spares: list[tuple[datetime.datetime, str]] = []
+    total = refused = 0
+    for name, summary in members:
+        if summary.phase is Phase.EXCLUDED:
+            continue
+        total += 1
+        phases[summary.phase] = phases.get(summary.phase, 0) + 1
+        refused += summary.refused
+        if summary.phase is Phase.SPARE:
+            spares.append((summary.since or _EPOCH, name))
+    return FleetView(
+        total=total, phases=phases, spares=tuple(n for _, n in sorted(spares)), refused=refused
+    )
+
+
+def after_decision(
+    fleet: FleetView, *, node: str, before: GPUNodeStatus, decision: Decision
+) -> FleetView:
+    """The fleet once ``decision`` for ``node`` is carried out."""
+    phases = dict(fleet.phases)
+    phases[before.phase] = phases.get(before.phase, 1) - 1
+    phases[decision.phase] = phases.get(decision.phase, 0) + 1
+    released = {x.node for x in decision.actions if isinstance(x, a.ReleaseSpare)}
+    spares = [s for s in fleet.spares if s != node and s not in released]
+    if decision.phase is Phase.SPARE:
+        spares.append(node)
+    return FleetView(total=fleet.total, phases=phases, spares=tuple(spares), refused=fleet.refused)

@@ -1,0 +1,78 @@
+"""The Kubernetes API behind the shell's ``Cluster`` port.
+
+One object with the few writes the operator makes, each delegating to the
+adapter module that knows its API (node edits guarded by resourceVersion,
+evictions with backoff, Jobs, server-side apply of status), so the shell's
+collaborators can be swapped for fakes in unit tests.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable
+from typing import Any, cast
+
+from kubernetes import client
+
+from pitcrew.api.meta import API_VERSION, GROUP, VERSION
+from pitcrew.api.policy import GPUHealthPolicy
+from pitcrew.api.vocabulary import OPERATOR_MANAGER
+from pitcrew.core.node_edits import NodeAction
+from pitcrew.core.views import PodView
+from pitcrew.kube import evictions, gpunodes, jobs, nodes
+from pitcrew.kube.client import retrying
+from pitcrew.kube.evictions import Backoff, EvictionResult
+
+Object = dict[str, Any]
+
+
+class KubeCluster:
+    def __init__(self, api: client.ApiClient) -> None:
+        self.api = api
+
+    def ensure_gpunode(self, *, node: str, node_uid: str) -> None:
+        gpunodes.ensure(self.api, node=node, node_uid=node_uid)
+
+    def edit_node(self, node: str, action: NodeAction) -> Object | None:
+        return nodes.apply_action(self.api, node, action)
+
+    def annotate_node(self, node: str, annotations: dict[str, str | None]) -> None:
+        nodes.annotate(self.api, node, annotations)
+
+    def evict(
+        self,
+        pods: Iterable[PodView],
+        *,
+        backoff: Backoff,
+        now: datetime.datetime,
+        parallelism: int,
+    ) -> EvictionResult:
+        return evictions.evict(self.api, pods, backoff=backoff, now=now, parallelism=parallelism)
+
+    def force_delete(self, pods: Iterable[PodView]) -> list[str]:
+        return evictions.force_delete(self.api, pods)
+
+    def create_job(self, job: Object) -> bool:
+        return jobs.create(self.api, job)
+
+    def apply_gpunode_status(self, *, node: str, status: Object) -> Object:
+        return gpunodes.apply_status(self.api, node=node, status=status, manager=OPERATOR_MANAGER)
+
+    def apply_policy_status(self, *, name: str, status: Object) -> Object:
+        body = {
+            "apiVersion": API_VERSION,
+            "kind": GPUHealthPolicy.KIND,
+            "metadata": {"name": name},
+            "status": status,
+        }
+        written = retrying(client.CustomObjectsApi(self.api).patch_cluster_custom_object_status)(
+            GROUP,
+            VERSION,
+            GPUHealthPolicy.PLURAL,
+            name,
+            body,
+            field_manager=OPERATOR_MANAGER,
+            force=True,
+            _content_type=gpunodes.APPLY,
+        )
+        return cast(Object, written)

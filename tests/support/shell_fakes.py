@@ -1,0 +1,315 @@
+"""Fakes for the operator's shell: a cluster that records every write, an Event
+sink, remediators, and worker pools that run plans at once or hold them."""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import itertools
+from collections.abc import Callable, Iterable
+from concurrent.futures import Executor, Future
+from typing import Any
+
+from lifecycle_data import POLICY_CREATED, SELECTOR, T0
+
+from gpuhealth.report import CheckResult, CheckStatus, FaultClass, RecommendedAction
+from pitcrew.api.gpunode import ChecksStatus, GPUNodeStatus, Phase
+from pitcrew.api.policy import RemediationAction
+from pitcrew.api.vocabulary import GPU_RESOURCE
+from pitcrew.controller.executor import Executor as PlanExecutor
+from pitcrew.controller.policy_status import PolicyStatusWriter
+from pitcrew.controller.rounds import RoundLoop
+from pitcrew.controller.settings import OperatorSettings
+from pitcrew.controller.store import Store
+from pitcrew.core import actions as a
+from pitcrew.core.node_edits import NodeAction
+from pitcrew.core.views import PodView
+from pitcrew.kube.events import Ref
+from pitcrew.kube.evictions import Backoff, EvictionResult
+from pitcrew.remediators import RemediationError, RemediationRequest, Remediator
+
+Object = dict[str, Any]
+_versions = itertools.count(100)
+
+
+def version() -> str:
+    return str(next(_versions))
+
+
+class InlinePool(Executor):
+    """Runs each submitted call at once: a plan is done when ``submit`` returns."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except Exception as error:
+            future.set_exception(error)
+        return future
+
+
+class HeldPool(Executor):
+    """Holds submitted calls until :meth:`release`: plans stay in flight."""
+
+    def __init__(self) -> None:
+        self.held: list[tuple[Future[Any], Callable[[], Any]]] = []
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        self.held.append((future, lambda: fn(*args, **kwargs)))
+        return future
+
+    def release(self) -> None:
+        held, self.held = self.held, []
+        for future, call in held:
+            future.set_result(call())
+
+
+class FakeCluster:
+    """Records every write; node edits and status applies come back as the apiserver
+    would return them (a new resourceVersion), so the store takes them."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.calls: list[tuple[str, Any]] = []
+        self.gpunode_statuses: dict[str, list[Object]] = {}
+        self.policy_statuses: dict[str, list[Object]] = {}
+
+    def ensure_gpunode(self, *, node: str, node_uid: str) -> None:
+        self.calls.append(("ensure_gpunode", node))
+        if node not in self.store.gpunodes:
+            self.store.put("gpunode", gpunode(node, None))
+
+    def edit_node(self, node: str, action: NodeAction) -> Object | None:
+        self.calls.append(("edit_node", (node, type(action).__name__)))
+        patched = copy.deepcopy(self.store.nodes[node])
+        patched["metadata"]["resourceVersion"] = version()
+        if isinstance(action, a.Cordon):
+            patched["spec"]["unschedulable"] = True
+        return patched
+
+    def annotate_node(self, node: str, annotations: dict[str, str | None]) -> None:
+        self.calls.append(("annotate_node", (node, dict(annotations))))
+
+    def evict(
+        self,
+        pods: Iterable[PodView],
+        *,
+        backoff: Backoff,
+        now: datetime.datetime,
+        parallelism: int,
+    ) -> EvictionResult:
+        keys = [p.key for p in pods]
+        self.calls.append(("evict", keys))
+        return EvictionResult(evicted=keys)
+
+    def force_delete(self, pods: Iterable[PodView]) -> list[str]:
+        keys = [p.key for p in pods]
+        self.calls.append(("force_delete", keys))
+        return keys
+
+    def create_job(self, job: Object) -> bool:
+        self.calls.append(("create_job", job["metadata"]["name"]))
+        return True
+
+    def apply_gpunode_status(self, *, node: str, status: Object) -> Object:
+        self.calls.append(("apply_gpunode_status", node))
+        self.gpunode_statuses.setdefault(node, []).append(status)
+        written = copy.deepcopy(self.store.gpunodes.get(node) or gpunode(node, None))
+        written["status"] = {**(written.get("status") or {}), **status}
+        written["metadata"]["resourceVersion"] = version()
+        return written
+
+    def apply_policy_status(self, *, name: str, status: Object) -> Object:
+        self.calls.append(("apply_policy_status", name))
+        self.policy_statuses.setdefault(name, []).append(status)
+        written = copy.deepcopy(self.store.policies[name])
+        written["status"] = status
+        written["metadata"]["resourceVersion"] = version()
+        return written
+
+    def writes(self, kind: str) -> list[Any]:
+        return [arg for name, arg in self.calls if name == kind]
+
+
+class FakeEvents:
+    def __init__(self) -> None:
+        self.posted: list[tuple[Ref, str, str, bool]] = []
+
+    def emit(self, ref: Ref, *, reason: str, message: str, warning: bool = False) -> None:
+        self.posted.append((ref, reason, message, warning))
+
+    def reasons(self, kind: str | None = None) -> list[str]:
+        return [r for ref, r, _, _ in self.posted if kind is None or ref.kind == kind]
+
+
+class FakeRemediator:
+    """Starts nothing; records each request and what the status said at that moment."""
+
+    def __init__(self, cluster: FakeCluster, *, fails: str | None = None) -> None:
+        self.cluster = cluster
+        self.fails = fails
+        self.requests: list[RemediationRequest] = []
+        self.intent_at_start: list[Object | None] = []
+
+    def start(self, request: RemediationRequest) -> str:
+        self.requests.append(request)
+        written = self.cluster.gpunode_statuses.get(request.node) or [None]
+        self.intent_at_start.append((written[-1] or {}).get("remediation"))
+        if self.fails:
+            raise RemediationError(self.fails)
+        return f"started {request.action} on {request.node}"
+
+
+def node_object(name: str, *, gpus: int = 8) -> Object:
+    return {
+        "metadata": {
+            "name": name,
+            "uid": f"uid-{name}",
+            "resourceVersion": version(),
+            "creationTimestamp": (POLICY_CREATED - datetime.timedelta(days=1)).isoformat(),
+            "labels": dict(SELECTOR["matchLabels"]),
+        },
+        "spec": {},
+        "status": {
+            "capacity": {GPU_RESOURCE: str(gpus)},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def healthy_status(*, fault: FaultClass | None = None, at: datetime.datetime = T0) -> GPUNodeStatus:
+    results = [CheckResult(name="gpu-count", status=CheckStatus.PASS)]
+    if fault is not None:
+        results.append(
+            CheckResult(
+                name="xid",
+                status=CheckStatus.FAIL,
+                gpu=0,
+                fault_class=fault,
+                action=RecommendedAction.RESET_GPU,
+                message=f"xid {fault}",
+            )
+        )
+    checks = ChecksStatus(report_time=at, backend="sim", suite="passive", results=results)
+    return GPUNodeStatus(phase=Phase.HEALTHY, phase_since=at, checks=checks, last_heartbeat=at)
+
+
+def gpunode(name: str, status: GPUNodeStatus | None) -> Object:
+    obj: Object = {
+        "metadata": {
+            "name": name,
+            "uid": f"gpu-uid-{name}",
+            "resourceVersion": version(),
+            "generation": 1,
+        },
+        "spec": {"nodeName": name},
+    }
+    if status is not None:
+        obj["status"] = status.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return obj
+
+
+def policy_object(**spec: Any) -> Object:
+    return {
+        "metadata": {
+            "name": "fleet",
+            "uid": "policy-uid",
+            "generation": 1,
+            "resourceVersion": version(),
+            "creationTimestamp": POLICY_CREATED.isoformat(),
+        },
+        "spec": {"nodeSelector": SELECTOR, **spec},
+    }
+
+
+class NoRuns:
+    def active(self) -> bool:
+        return False
+
+    def step(self, now: datetime.datetime) -> None:
+        raise AssertionError("no ValidationRun in these tests")
+
+
+class Shell:
+    """The round loop, executor and policy-status writer wired to fakes, as the
+    operator wires them to the Kubernetes API."""
+
+    def __init__(
+        self,
+        *,
+        nodes: dict[str, GPUNodeStatus | None],
+        policy: Object,
+        pool: Executor | None = None,
+        remediator_fails: str | None = None,
+        dry_run: bool = False,
+        now: datetime.datetime = T0,
+    ) -> None:
+        self.now = now
+        self.store = Store()
+        self.cluster = FakeCluster(self.store)
+        self.events = FakeEvents()
+        self.remediator = FakeRemediator(self.cluster, fails=remediator_fails)
+        self.requeued: list[tuple[str, float]] = []
+        self.pool = pool or InlinePool()
+        settings = OperatorSettings(dry_run=dry_run, leader_election=False)
+        remediators: dict[RemediationAction, Remediator] = dict.fromkeys(
+            RemediationAction, self.remediator
+        )
+        self.executor = PlanExecutor(
+            cluster=self.cluster,
+            store=self.store,
+            events=self.events,
+            remediators=remediators,
+            remediation_pool=InlinePool(),
+            settings=settings,
+            clock=lambda: self.now,
+            requeue=lambda node, seconds: self.requeued.append((node, seconds)),
+        )
+        self.policy_status = PolicyStatusWriter(
+            cluster=self.cluster,
+            store=self.store,
+            events=self.events,
+            goodput=lambda pool, now: {},
+        )
+        self.rounds = RoundLoop(
+            store=self.store,
+            cluster=self.cluster,
+            executor=self.executor,
+            policy_status=self.policy_status,
+            runs=NoRuns(),
+            pool=self.pool,
+            settings=settings,
+            clock=lambda: self.now,
+        )
+        self.store.put("policy", policy)
+        for name, status in nodes.items():
+            self.store.put("node", node_object(name))
+            if status is not None:
+                self.store.put("gpunode", gpunode(name, status))
+
+    def round(self, *names: str) -> list[Any]:
+        """Decide ``names`` (default: every node) and launch the plans, as one round."""
+        plans, _ = self.rounds.plan(names or sorted(self.store.nodes), self.now)
+        for plan in plans:
+            self.rounds.launch(plan)
+        return plans
+
+    def settle(self) -> None:
+        """Rounds until nothing changes: the fleet as the operator keeps it."""
+        pool, self.rounds.pool = self.rounds.pool, InlinePool()
+        for _ in range(5):
+            if not self.round():
+                break
+        self.rounds.pool = pool
+
+    def fail(self, name: str, fault: FaultClass = FaultClass.FATAL) -> None:
+        """The node's agent reports a fault (its fields of the status only)."""
+        written = copy.deepcopy(self.store.gpunodes[name])
+        report = healthy_status(fault=fault, at=self.now)
+        written["status"]["checks"] = report.model_dump(mode="json", by_alias=True)["checks"]
+        written["metadata"]["resourceVersion"] = version()
+        self.store.put("gpunode", written)
+
+    def phase(self, name: str) -> Phase:
+        return self.store.status(name).phase

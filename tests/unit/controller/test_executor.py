@@ -1,0 +1,76 @@
+"""The executor with fakes: intent before the remediator, failures folded back."""
+
+from __future__ import annotations
+
+import datetime
+
+from lifecycle_data import T0
+from shell_fakes import Shell, healthy_status, policy_object
+
+from pitcrew.api.gpunode import Phase
+from pitcrew.api.vocabulary import LAST_REMEDIATION
+
+POLICY = policy_object(
+    remediation={"ladders": {"fatal": [{"action": "reset-gpu", "timeout": "10m"}]}}
+)
+
+
+def remediating(**kwargs: object) -> Shell:
+    """An idle node with a fatal fault, decided until its first rung is started."""
+    shell = Shell(nodes={"n0": healthy_status()}, policy=POLICY, **kwargs)  # type: ignore[arg-type]
+    shell.settle()
+    shell.fail("n0")
+    for _ in range(6):
+        shell.now += datetime.timedelta(seconds=1)
+        shell.round()
+        if shell.remediator.requests:
+            break
+    return shell
+
+
+def test_the_remediation_intent_is_written_before_the_remediator_is_called() -> None:
+    shell = remediating()
+    (request,) = shell.remediator.requests
+    assert request.action == "reset-gpu"
+    assert request.timeout_seconds == 600
+    (intent,) = shell.remediator.intent_at_start
+    assert intent is not None
+    assert intent["reference"] == request.key  # a new leader sees this rung as started
+    assert shell.phase("n0") is Phase.REMEDIATING
+    (annotated,) = shell.cluster.writes("annotate_node")
+    assert LAST_REMEDIATION in annotated[1]
+
+
+def test_a_rung_that_cannot_start_is_folded_into_the_next_decision() -> None:
+    shell = remediating(remediator_fails="BMC unreachable")
+    assert len(shell.remediator.requests) == 1
+    assert ("n0", 0) in shell.requeued
+    known = shell.executor.known("n0")
+    assert known.remediation is not None
+    assert known.remediation.error == "BMC unreachable"
+    assert shell.executor.known("n0").remediation.error in ("", None)  # folded in once
+    assert "RemediationFailed" in shell.events.reasons("Node")
+    assert shell.cluster.writes("annotate_node") == []  # no repair claimed
+
+
+def test_a_failing_write_requeues_the_node_instead_of_losing_the_plan() -> None:
+    shell = Shell(nodes={"n0": healthy_status()}, policy=POLICY)
+    shell.settle()
+    shell.fail("n0")
+
+    def refuse(*, node: str, status: object) -> object:
+        raise ConnectionError("apiserver restarting")
+
+    shell.cluster.apply_gpunode_status = refuse  # type: ignore[method-assign]
+    shell.round()
+    assert ("n0", 0) in shell.requeued
+    assert shell.phase("n0") is Phase.HEALTHY  # nothing recorded as done
+
+
+def test_a_status_that_did_not_change_is_not_written_again() -> None:
+    shell = Shell(nodes={"n0": healthy_status()}, policy=POLICY, now=T0)
+    shell.settle()
+    writes = len(shell.cluster.writes("apply_gpunode_status"))
+    shell.round()
+    shell.round()
+    assert len(shell.cluster.writes("apply_gpunode_status")) == writes

@@ -1,0 +1,72 @@
+"""The policy-status writer: fleet counts, breaker Events once, no idle rewrites."""
+
+from __future__ import annotations
+
+import datetime
+
+from lifecycle_data import T0
+from shell_fakes import Shell, healthy_status, policy_object
+
+from pitcrew.api.gpunode import Phase
+from pitcrew.core.views import FleetView
+
+POLICY = policy_object(safety={"maxUnhealthy": 1, "stormCooldown": "10m"})
+
+
+def writer_shell() -> Shell:
+    return Shell(nodes={"n0": healthy_status()}, policy=POLICY)
+
+
+def test_the_breaker_opens_once_and_closing_starts_the_cooldown() -> None:
+    shell = writer_shell()
+    refusing = FleetView(total=10, phases={Phase.HEALTHY: 9, Phase.DRAINING: 1}, refused=2)
+    shell.policy_status.write("fleet", refusing, T0)
+    shell.policy_status.write("fleet", refusing, T0 + datetime.timedelta(seconds=30))
+    assert shell.events.reasons("GPUHealthPolicy") == ["CircuitBreakerOpen"]
+    opened = shell.cluster.policy_statuses["fleet"][0]
+    assert opened["breaker"]["open"] is True
+    assert opened["breaker"]["since"] == T0.isoformat()
+    assert "2 failing nodes kept in service" in opened["breaker"]["message"]
+    assert opened["unhealthy"] == 1
+
+    quiet = FleetView(total=10, phases={Phase.HEALTHY: 10})
+    closed_at = T0 + datetime.timedelta(minutes=5)
+    shell.policy_status.write("fleet", quiet, closed_at)
+    assert shell.events.reasons("GPUHealthPolicy") == ["CircuitBreakerOpen", "CircuitBreakerClosed"]
+    closed = shell.cluster.policy_statuses["fleet"][-1]
+    assert closed["breaker"] == {"open": False}
+    assert closed["cooldownUntil"] == (closed_at + datetime.timedelta(minutes=10)).isoformat()
+
+
+def test_the_since_of_an_open_breaker_survives_rounds() -> None:
+    shell = writer_shell()
+    refusing = FleetView(total=10, phases={Phase.DRAINING: 1, Phase.HEALTHY: 9}, refused=1)
+    shell.policy_status.write("fleet", refusing, T0)
+    more = FleetView(total=10, phases={Phase.DRAINING: 1, Phase.HEALTHY: 9}, refused=3)
+    shell.policy_status.write("fleet", more, T0 + datetime.timedelta(minutes=1))
+    latest = shell.cluster.policy_statuses["fleet"][-1]
+    assert latest["breaker"]["since"] == T0.isoformat()
+    assert "3 failing nodes" in latest["breaker"]["message"]
+
+
+def test_a_fleet_at_its_limit_without_refusals_is_not_open() -> None:
+    shell = writer_shell()
+    at_limit = FleetView(total=10, phases={Phase.HEALTHY: 9, Phase.QUARANTINED: 1})
+    shell.policy_status.write("fleet", at_limit, T0)
+    assert shell.cluster.policy_statuses["fleet"][-1]["breaker"] == {"open": False}
+    assert shell.events.posted == []
+
+
+def test_an_unchanged_status_is_not_written_again() -> None:
+    shell = writer_shell()
+    fleet = FleetView(total=1, phases={Phase.HEALTHY: 1})
+    shell.policy_status.write("fleet", fleet, T0)
+    shell.policy_status.write("fleet", fleet, T0 + datetime.timedelta(minutes=1))
+    assert len(shell.cluster.policy_statuses["fleet"]) == 1
+
+
+def test_a_deleted_policy_is_not_written() -> None:
+    shell = writer_shell()
+    shell.store.put("policy", shell.store.policies["fleet"], deleted=True)
+    shell.policy_status.write("fleet", FleetView(total=0, phases={}), T0)
+    assert shell.cluster.calls == []

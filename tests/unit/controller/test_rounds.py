@@ -1,0 +1,100 @@
+"""The round loop with fakes: sequential decisions, plans in flight, dry run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shell_fakes import HeldPool, Shell, healthy_status, policy_object
+
+from pitcrew.api.gpunode import Phase
+from pitcrew.api.vocabulary import UNHEALTHY
+
+NODES = [f"n{i}" for i in range(10)]
+
+
+def settled_fleet(**kwargs: Any) -> Shell:
+    policy = kwargs.pop("policy", None) or policy_object(safety={"maxUnhealthy": 1})
+    shell = Shell(nodes={n: healthy_status() for n in NODES}, policy=policy, **kwargs)
+    shell.settle()
+    assert {shell.phase(n) for n in NODES} == {Phase.HEALTHY}
+    return shell
+
+
+def test_failures_in_one_round_are_decided_one_after_another_under_max_unhealthy() -> None:
+    shell = settled_fleet()
+    for name in ("n1", "n4", "n7"):
+        shell.fail(name)
+    plans = shell.round()
+    taken_out = [p.node for p in plans if p.decision.phase in UNHEALTHY]
+    assert taken_out == ["n1"]  # in name order, the first failing node takes the one slot
+    assert [shell.phase(n) for n in ("n4", "n7")] == [Phase.HEALTHY, Phase.HEALTHY]
+    admitted = [
+        c for n in ("n4", "n7") for c in shell.store.status(n).conditions if c.type == "Admitted"
+    ]
+    assert [c.reason for c in admitted] == ["CircuitBreakerOpen"] * 2
+    assert {node for node, _ in shell.cluster.writes("edit_node")} == {"n1"}
+
+
+def test_a_node_with_a_plan_in_flight_is_not_decided_again() -> None:
+    pool = HeldPool()
+    shell = settled_fleet(pool=pool)
+    shell.fail("n2")
+    assert [p.node for p in shell.round()] == ["n2"]
+    assert shell.rounds.in_flight == {"n2"}
+    shell.rounds.mark(["n2"])
+    assert "n2" not in shell.rounds.next_batch()
+    assert shell.round("n2") == []  # even when asked for directly
+    pool.release()
+    assert shell.rounds.in_flight == set()
+    assert shell.rounds.intended == {}
+    assert shell.phase("n2") in UNHEALTHY
+
+
+def test_a_plan_in_flight_counts_with_its_intended_status_in_the_fleet() -> None:
+    pool = HeldPool()
+    shell = settled_fleet(pool=pool)
+    shell.fail("n2")
+    shell.round()
+    assert shell.phase("n2") is Phase.HEALTHY  # nothing written yet
+    assert shell.rounds.fleet("fleet").count(*UNHEALTHY) == 1
+    shell.fail("n5")
+    (second,) = shell.round("n5")
+    assert second.decision.phase is Phase.HEALTHY  # refused: the slot is taken
+    assert "CircuitBreakerOpen" in {c.reason for c in second.decision.status.conditions}
+
+
+def test_dry_run_writes_status_and_records_each_would_be_action_once() -> None:
+    shell = settled_fleet(policy=policy_object(safety={"dryRun": True}))
+    shell.fail("n3")
+    for _ in range(4):
+        shell.round()
+    assert shell.cluster.writes("edit_node") == []
+    assert shell.cluster.writes("evict") == []
+    assert shell.remediator.requests == []
+    dry = [
+        (r, m)
+        for ref, r, m, _ in shell.events.posted
+        if ref.kind == "Node" and r.startswith("DryRun")
+    ]
+    assert dry, "dry run records what it would do"
+    assert len(dry) == len(set(dry))
+    assert "n3" in shell.cluster.writes("apply_gpunode_status")  # status shows the decision
+
+
+def test_a_node_in_two_policies_is_managed_by_none_and_said_so_once() -> None:
+    shell = Shell(nodes={n: healthy_status() for n in NODES}, policy=policy_object())
+    other = policy_object()
+    other["metadata"]["name"] = "overlap"
+    shell.store.put("policy", other)
+    assert shell.round() == []
+    assert shell.round() == []
+    conflicts = [ref.name for ref, r, _, _ in shell.events.posted if r == "PolicyConflict"]
+    assert sorted(conflicts) == sorted(NODES * 2)  # once per node, on the Node and its GPUNode
+    assert shell.cluster.calls == []
+
+
+def test_without_any_policy_nothing_is_decided_or_written() -> None:
+    shell = Shell(nodes={n: healthy_status() for n in NODES}, policy=policy_object())
+    shell.store.put("policy", shell.store.policies["fleet"], deleted=True)
+    assert shell.round() == []
+    assert shell.cluster.calls == []
