@@ -27,6 +27,7 @@ simulated agents as separate processes, exactly as the end-to-end tests do.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import shutil
@@ -42,13 +43,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
 
 from kubernetes import client
-from processes import Processes
 
-from gpuhealth.models import get_model
 from pitcrew.api.vocabulary import SIMULATED_LABEL
-from pitcrew.kube.client import api_client
-from pitcrew.sim import devcluster
-from pitcrew.sim.devcluster import install
+from pitcrew.sim.stack import SimStack
 
 NAMESPACE = "pitcrew-system"
 SETTLE_SECONDS = 60
@@ -57,43 +54,22 @@ FATAL = json.dumps([{"type": "xid", "gpu": 0, "code": 79}])
 
 
 class Bench:
+    """A devcluster with Pitcrew brought up by :class:`SimStack`, as the demo and the
+    end-to-end tests bring it up."""
+
     def __init__(self, directory: Path, nodes: int) -> None:
         started = time.monotonic()
-        self.state = devcluster.up(
-            directory=directory / "cluster",
-            node_count=nodes,
-            gpus_per_node=8,
-            model=get_model("H100"),
-            timeout=900,
-            log=lambda _: None,
+        self._exit = contextlib.ExitStack()
+        self.stack = self._exit.enter_context(
+            SimStack.devcluster(directory=directory, nodes=nodes, timeout=900, log=lambda _: None)
         )
         print(f"devcluster with {nodes} nodes up in {time.monotonic() - started:.0f}s", flush=True)
-        self.api = api_client(self.state.kubeconfig)
+        self.api = self.stack.api
         self.core = client.CoreV1Api(self.api)
-        install.install(self.api, namespace=NAMESPACE)
-        self.processes = Processes(
-            directory,
-            self.state.kubeconfig,
-            install.service_account_kubeconfig(
-                self.api,
-                component="operator",
-                namespace=NAMESPACE,
-                path=directory / "operator.kubeconfig",
-            ),
-        )
 
     def start(self, *, interval: str = "30s", heartbeat: str = "5m") -> None:
-        self.processes.start(
-            "sim-agents",
-            "sim-agents",
-            "--kubeconfig",
-            self.state.kubeconfig,
-            "--interval",
-            interval,
-            "--heartbeat",
-            heartbeat,
-        )
-        self.processes.start_operator("operator", resync="15")
+        self.stack.start_sim_agents(interval=interval, heartbeat=heartbeat, metrics=False)
+        self.stack.start_operator("operator", resync="15")
 
     def policy(self, selector: dict[str, str], **safety: object) -> None:
         client.CustomObjectsApi(self.api).create_cluster_custom_object(
@@ -135,8 +111,7 @@ class Bench:
         raise TimeoutError(f"only {healthy} of {count} GPUNodes Healthy")
 
     def close(self) -> None:
-        self.processes.stop_all()
-        devcluster.down(directory=Path(self.state.dir), log=lambda _: None)
+        self._exit.close()
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -314,7 +289,7 @@ def drain(args: argparse.Namespace, directory: Path) -> None:
         before = apiserver_requests(bench.api)
         started = time.monotonic()
         drained = subprocess.run(
-            [kubectl, "--kubeconfig", bench.state.kubeconfig, "drain", "-v=6",
+            [kubectl, "--kubeconfig", bench.stack.kubeconfig, "drain", "-v=6",
              *[f"gpu-node-{i:04d}" for i in range(0, n)],
              "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=30m"],
             check=True, capture_output=True, text=True,
@@ -406,7 +381,7 @@ def idle(args: argparse.Namespace, directory: Path) -> None:
         bench.start()
         bench.wait_healthy(args.nodes)
         time.sleep(30)
-        operator = bench.processes.running["operator"]
+        operator = bench.stack.running["operator"]
         status = Path(f"/proc/{operator.pid}/stat").read_text().split()
         ticks_before = int(status[13]) + int(status[14])
         writes_before = apiserver_writes(bench.api)

@@ -23,12 +23,12 @@ import pytest
 import yaml
 from fleet import Fleet, eventually
 from kubernetes import client
-from processes import Processes
 
 from pitcrew.api.vocabulary import AGENT_MANAGER
 from pitcrew.kube import gpunodes
 from pitcrew.kube.client import api_client as new_api_client
 from pitcrew.sim.devcluster import build, install
+from pitcrew.sim.stack import SimStack
 
 ROOT = Path(__file__).resolve().parents[3]
 CHART = ROOT / "charts" / "pitcrew"
@@ -184,7 +184,7 @@ def test_operator_and_agent_work_with_the_charts_service_accounts(
     tmp_path: Path,
 ) -> None:
     fleet = Fleet(api_client, size=2)
-    processes = Processes(tmp_path, kubeconfig, tmp_path / "unused")
+    processes = SimStack(directory=tmp_path, kubeconfig=kubeconfig, namespace=CHART_NAMESPACE)
     try:
         fleet.policy()
         operator = install.service_account_kubeconfig(

@@ -32,4 +32,5 @@ def test_a_short_demo_takes_faulty_nodes_out_and_cleans_up(tmp_path: Path) -> No
     assert on_nodes == 6
     assert 1 <= int(taken_out.split("│")[2]) <= on_nodes
     assert "job goodput" in summary
-    assert devcluster.status(directory=directory)["running"] is False
+    assert (directory / "cluster" / "state.json").exists() is False
+    assert devcluster.status(directory=directory / "cluster")["running"] is False

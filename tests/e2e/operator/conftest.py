@@ -1,9 +1,11 @@
 """The operator and the simulated agents, running as separate processes.
 
-The operator runs out-of-cluster with the token of the ``pitcrew-operator``
-service account and exactly the RBAC the chart ships (:mod:`pitcrew.deploy.rbac`),
-not cluster-admin. The simulated agents run with the admin credentials of the
-devcluster (they stand in for kubelets and GPUs, not for Pitcrew).
+Brought up by :class:`pitcrew.sim.stack.SimStack`, as the demo and the
+benchmarks bring it up: the operator runs out-of-cluster with the token of the
+``pitcrew-operator`` service account and exactly the RBAC the chart ships
+(:mod:`pitcrew.deploy.rbac`), not cluster-admin. The simulated agents run with
+the admin credentials of the devcluster (they stand in for kubelets and GPUs,
+not for Pitcrew).
 """
 
 from __future__ import annotations
@@ -14,43 +16,24 @@ from collections.abc import Iterator
 import pytest
 from fleet import NAMESPACE, Fleet
 from kubernetes import client
-from processes import Processes
 
-from pitcrew.sim.devcluster import install
+from pitcrew.sim.stack import SimStack
 
 
 @pytest.fixture(scope="session")
-def pitcrew(
-    kubeconfig: str, api_client: client.ApiClient, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Processes]:
-    directory = tmp_path_factory.mktemp("pitcrew")
-    install.install(api_client, namespace=NAMESPACE)
-    operator_kubeconfig = install.service_account_kubeconfig(
-        api_client,
-        component="operator",
-        namespace=NAMESPACE,
-        path=directory / "operator.kubeconfig",
+def pitcrew(kubeconfig: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimStack]:
+    stack = SimStack(
+        directory=tmp_path_factory.mktemp("pitcrew"), kubeconfig=kubeconfig, namespace=NAMESPACE
     )
-    processes = Processes(directory, kubeconfig, operator_kubeconfig)
-    processes.start(
-        "sim-agents",
-        "sim-agents",
-        "--kubeconfig",
-        kubeconfig,
-        "--interval",
-        "2s",
-        "--heartbeat",
-        "30s",
-        "--metrics-port",
-        str(processes.metrics_port("sim-agents")),
-    )
-    processes.start_operator("operator-a")
-    yield processes
-    processes.stop_all()
+    stack.install()
+    stack.start_sim_agents(interval="2s", heartbeat="30s")
+    stack.start_operator("operator-a")
+    yield stack
+    stack.stop_all()
 
 
 @pytest.fixture
-def fleet_factory(api_client: client.ApiClient, pitcrew: Processes) -> Iterator[type[Fleet]]:
+def fleet_factory(api_client: client.ApiClient, pitcrew: SimStack) -> Iterator[type[Fleet]]:
     fleets: list[Fleet] = []
 
     class Tracked(Fleet):

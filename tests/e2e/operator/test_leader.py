@@ -7,7 +7,8 @@ import time
 
 from fleet import NAMESPACE, Fleet, eventually
 from kubernetes import client
-from processes import Processes
+
+from pitcrew.sim.stack import SimStack
 
 FATAL_XID = [{"type": "xid", "gpu": 0, "code": 79}]
 
@@ -20,7 +21,7 @@ def holder(api: client.ApiClient) -> str:
 def test_standby_finishes_the_drain_after_the_leader_dies(
     fleet_factory: type[Fleet],
     workload_namespace: str,
-    pitcrew: Processes,
+    pitcrew: SimStack,
     api_client: client.ApiClient,
 ) -> None:
     pitcrew.start_operator("operator-b")
@@ -68,7 +69,7 @@ def test_standby_finishes_the_drain_after_the_leader_dies(
 
 
 def test_a_leader_that_loses_its_lease_exits(
-    pitcrew: Processes, api_client: client.ApiClient
+    pitcrew: SimStack, api_client: client.ApiClient
 ) -> None:
     leases = client.CoordinationV1Api(api_client)
     eventually(lambda: holder(api_client) in pitcrew.running, what="a running leader")

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 from fleet import Fleet, eventually
-from processes import Processes
 from promserver import RULES, Prometheus, binary
 
 from pitcrew.client.progress import ProgressReporter
 from pitcrew.deploy import dashboards
+from pitcrew.sim.stack import SimStack
 
 TESTS = Path(__file__).resolve().parents[2] / "prometheus" / "alerts_test.yaml"
 FATAL_XID = [{"type": "xid", "gpu": 0, "code": 79}]
@@ -33,7 +33,7 @@ STUCK_LADDER = {
 
 
 @pytest.fixture
-def prometheus(tmp_path: Path, pitcrew: Processes) -> Iterator[Prometheus]:
+def prometheus(tmp_path: Path, pitcrew: SimStack) -> Iterator[Prometheus]:
     targets = [
         f"127.0.0.1:{pitcrew.metrics_port(name)}"
         for name in ("operator-a", "operator-b", "sim-agents")

@@ -1,22 +1,18 @@
 """Run the demo: devcluster, simulated agents, the operator, a training job, faults.
 
 Everything it starts (the control plane, the simulated agents, the operator)
-is stopped on the way out, on Ctrl-C and on errors alike. The operator runs
-as its own process with the RBAC the chart ships, exactly as in the e2e
-tests; the demo only injects faults and plays the training job.
+is stopped on the way out, on Ctrl-C and on errors alike. The stack is brought
+up by :class:`pitcrew.sim.stack.SimStack`, as the e2e tests and the benchmarks
+bring it up: the operator runs as its own process with the RBAC the chart
+ships; the demo only injects faults and plays the training job.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import subprocess
-import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,19 +22,15 @@ from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 from rich.live import Live
 
-from gpuhealth.models import get_model
 from pitcrew.api.gpunode import Phase
 from pitcrew.api.meta import GROUP, VERSION
 from pitcrew.api.vocabulary import FAULTS_ANNOTATION, OPERATOR_COMPONENT, SIMULATED_LABEL
-from pitcrew.kube.client import api_client, request
-from pitcrew.sim import devcluster
+from pitcrew.kube.client import request
 from pitcrew.sim.demo.scenario import ScheduledFault, schedule
 from pitcrew.sim.demo.view import InjectedFault, Snapshot, render, summary
 from pitcrew.sim.demo.workload import NAMESPACE, TrainingJob
-from pitcrew.sim.devcluster import install
-from pitcrew.sim.devcluster.cluster import free_port
+from pitcrew.sim.stack import SimStack
 
-OPERATOR_NAMESPACE = "pitcrew-system"
 IN_SERVICE = ("Healthy", "Spare")
 ACTIONS_KEPT = 100
 
@@ -94,92 +86,46 @@ class Demo:
     def __init__(self, options: DemoOptions, console: Console) -> None:
         self.options = options
         self.console = console
-        self.processes: list[subprocess.Popen[bytes]] = []
         self.started = time.monotonic()
         self.faults: list[InjectedFault] = []
         self.actions: list[str] = []
         self.seen_events: set[str] = set()
-        self.metrics_port = free_port()
+        self.metrics_port = 0
         self.phases: dict[str, Phase] = {}
 
-    @contextlib.contextmanager
-    def cluster(self) -> Iterator[devcluster.ClusterState]:
+    def run(self) -> Snapshot:
         directory = self.options.directory.resolve()
         self.console.print(
             f"[bold]Starting devcluster with {self.options.nodes} simulated GPU nodes[/] "
             f"in {directory}"
         )
-        state = devcluster.up(
+        with SimStack.devcluster(
             directory=directory,
-            node_count=self.options.nodes,
-            gpus_per_node=8,
-            model=get_model("H100"),
+            nodes=self.options.nodes,
             log=lambda line: self.console.print(f"  {line}"),
-        )
-        try:
-            yield state
-        finally:
-            for process in self.processes:
-                process.terminate()
-            for process in self.processes:
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    process.wait(timeout=10)
-                if process.poll() is None:
-                    process.kill()
-            devcluster.down(directory=directory, log=lambda _: None)
-            self.console.print("Stopped the operator, the simulated agents and devcluster.")
-
-    def _start(self, name: str, *args: str) -> None:
-        log = (self.options.directory / f"{name}.log").open("ab")
-        self.processes.append(
-            subprocess.Popen(
-                [sys.executable, "-m", "pitcrew.cli", *args],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            )
-        )
-
-    def run(self) -> Snapshot:
-        with self.cluster() as state:
-            api = api_client(state.kubeconfig)
-            install.install(api, namespace=OPERATOR_NAMESPACE)
-            operator_kubeconfig = install.service_account_kubeconfig(
-                api,
-                component="operator",
-                namespace=OPERATOR_NAMESPACE,
-                path=self.options.directory / "operator.kubeconfig",
-            )
+        ) as stack:
+            api = stack.api
             client.CustomObjectsApi(api).create_cluster_custom_object(
                 GROUP, VERSION, "gpuhealthpolicies", policy(self.options)
             )
-            self._start(
-                "sim-agents",
-                "sim-agents",
-                "--kubeconfig",
-                state.kubeconfig,
-                "--interval",
-                "2s",
-                "--heartbeat",
-                "30s",
-            )
-            self._start(
-                "operator", "operator", "--kubeconfig", str(operator_kubeconfig),
-                "--namespace", OPERATOR_NAMESPACE, "--identity", "demo", "--resync-seconds", "5",
-                "--metrics-port", str(self.metrics_port), "--health-port", "0",
-            )  # fmt: skip
+            stack.start_sim_agents(interval="2s", heartbeat="30s", metrics=False)
+            stack.start_operator("operator", resync="5")
+            self.metrics_port = stack.metrics_port("operator")
             self.console.print(
                 "Operator and simulated agents started; waiting for the fleet to be admitted..."
             )
-            self._wait_admitted(api)
-            size = max(
-                1, self.options.nodes - self.options.spares - max(2, self.options.nodes // 8)
-            )
-            job = TrainingJob(
-                api, name="llm-pretrain", size=size, steps_per_second=2.0, checkpoint_every=20
-            )
-            job.start()
-            return self._loop(api, state.kubeconfig, job)
+            try:
+                self._wait_admitted(api)
+                size = max(
+                    1, self.options.nodes - self.options.spares - max(2, self.options.nodes // 8)
+                )
+                job = TrainingJob(
+                    api, name="llm-pretrain", size=size, steps_per_second=2.0, checkpoint_every=20
+                )
+                job.start()
+                return self._loop(api, stack.kubeconfig, job)
+            finally:
+                self.console.print("Stopping the operator, the simulated agents and devcluster.")
 
     def _wait_admitted(self, api: client.ApiClient) -> None:
         deadline = time.monotonic() + 300

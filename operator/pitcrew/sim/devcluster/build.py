@@ -51,7 +51,7 @@ def source_dir() -> Path:
     """The ``devcluster/`` Go module: ``$PITCREW_DEVCLUSTER_SRC`` or the checkout
     this package was installed from."""
     override = os.environ.get("PITCREW_DEVCLUSTER_SRC")
-    candidate = Path(override) if override else Path(__file__).resolve().parents[3] / "devcluster"
+    candidate = Path(override) if override else Path(__file__).resolve().parents[4] / "devcluster"
     if not (candidate / "go.mod").is_file():
         raise DevclusterError(
             f"devcluster Go sources not found at {candidate}; run from a Pitcrew checkout "

@@ -1,0 +1,7 @@
+"""``python -m pitcrew.cli``: the same command line as ``pitcrew``."""
+
+import sys
+
+from pitcrew.cli.main import main
+
+sys.exit(main())

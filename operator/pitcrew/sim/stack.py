@@ -1,0 +1,162 @@
+"""The simulated stack: Pitcrew installed into a cluster, with simulated agents and
+operators as real processes.
+
+The demo, the end-to-end tests and the benchmarks all bring Pitcrew up the
+same way, through this class, so what the tests prove is what the demo shows
+and what the benchmarks measure:
+
+1. :meth:`SimStack.install` applies the CRDs, the namespace, and the RBAC
+   and admission policy the chart ships (:mod:`pitcrew.deploy`), then writes a
+   kubeconfig with the ``pitcrew-operator`` ServiceAccount's token. The
+   operator never runs as cluster-admin here, so a missing permission fails
+   here as it would in production.
+2. :meth:`start_sim_agents` runs ``pitcrew sim-agents`` (one process playing
+   the node agent of every simulated node) and :meth:`start_operator` runs
+   ``pitcrew operator``, each a separate process with its log in the stack's
+   folder, as they run in a cluster: separate address spaces, real watches,
+   leader election over a real Lease.
+
+:meth:`SimStack.devcluster` brings up a dev cluster for the stack to run in and
+takes it down with everything the stack started.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from kubernetes import client
+
+from gpuhealth.models import GpuModel, get_model
+from pitcrew.kube.client import api_client
+from pitcrew.sim import devcluster
+from pitcrew.sim.devcluster import install
+from pitcrew.sim.devcluster.cluster import free_port
+
+NAMESPACE = "pitcrew-system"
+"""Where the operator's Lease, probe Jobs and remediation Jobs live."""
+
+
+class SimStack:
+    def __init__(self, *, directory: Path, kubeconfig: str, namespace: str = NAMESPACE) -> None:
+        self.directory = directory
+        self.kubeconfig = kubeconfig
+        self.namespace = namespace
+        self.api = api_client(kubeconfig)
+        self.operator_kubeconfig = directory / "operator.kubeconfig"
+        self.running: dict[str, subprocess.Popen[bytes]] = {}
+        self.metrics_ports: dict[str, int] = {}
+        """Metrics port of each process that serves one, stable across restarts."""
+
+    @classmethod
+    @contextlib.contextmanager
+    def devcluster(
+        cls,
+        *,
+        directory: Path,
+        nodes: int,
+        model: GpuModel | None = None,
+        timeout: float = 180.0,
+        log: Callable[[str], None] = print,
+    ) -> Iterator[SimStack]:
+        """A dev cluster of ``nodes`` simulated GPU nodes with Pitcrew installed; on exit
+        every process the stack started is stopped and the cluster taken down."""
+        directory.mkdir(parents=True, exist_ok=True)
+        state = devcluster.up(
+            directory=directory / "cluster",
+            node_count=nodes,
+            gpus_per_node=8,
+            model=model or get_model("H100"),
+            timeout=timeout,
+            log=log,
+        )
+        stack = cls(directory=directory, kubeconfig=state.kubeconfig)
+        try:
+            stack.install()
+            yield stack
+        finally:
+            stack.stop_all()
+            devcluster.down(directory=directory / "cluster", log=lambda _: None)
+
+    def install(self) -> None:
+        """CRDs, namespace, RBAC and admission as the chart ships them; the operator's
+        ServiceAccount kubeconfig."""
+        install.install(self.api, namespace=self.namespace)
+        install.service_account_kubeconfig(
+            self.api,
+            component="operator",
+            namespace=self.namespace,
+            path=self.operator_kubeconfig,
+        )
+
+    @property
+    def core(self) -> client.CoreV1Api:
+        return client.CoreV1Api(self.api)
+
+    def metrics_port(self, name: str) -> int:
+        return self.metrics_ports.setdefault(name, free_port())
+
+    def start(self, name: str, *args: str) -> subprocess.Popen[bytes]:
+        """``pitcrew <args>`` as a process named ``name``, its output in ``<name>.log``."""
+        log = (self.directory / f"{name}.log").open("ab")
+        process = subprocess.Popen(
+            [sys.executable, "-m", "pitcrew.cli", *args],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        self.running[name] = process
+        return process
+
+    def start_sim_agents(
+        self, *, interval: str = "2s", heartbeat: str = "30s", metrics: bool = True
+    ) -> subprocess.Popen[bytes]:
+        args = ["--kubeconfig", self.kubeconfig, "--interval", interval, "--heartbeat", heartbeat]
+        if metrics:
+            args += ["--metrics-port", str(self.metrics_port("sim-agents"))]
+        return self.start("sim-agents", "sim-agents", *args)
+
+    def start_operator(
+        self, identity: str = "operator", *, resync: str = "2", lease_seconds: int = 4
+    ) -> subprocess.Popen[bytes]:
+        return self.start(
+            identity,
+            "operator",
+            "--kubeconfig",
+            str(self.operator_kubeconfig),
+            "--namespace",
+            self.namespace,
+            "--identity",
+            identity,
+            "--lease-seconds",
+            str(lease_seconds),
+            "--resync-seconds",
+            resync,
+            "--metrics-port",
+            str(self.metrics_port(identity)),
+            "--health-port",
+            "0",
+        )
+
+    def kill(self, name: str) -> None:
+        """SIGKILL: the process dies mid-work, as a node or a pod does."""
+        process = self.running.pop(name)
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=10)
+
+    def stop_all(self) -> None:
+        for name in list(self.running):
+            process = self.running.pop(name)
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+    def log(self, name: str) -> str:
+        return (self.directory / f"{name}.log").read_text(errors="replace")
