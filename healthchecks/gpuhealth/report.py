@@ -34,7 +34,7 @@ class CheckStatus(StrEnum):
 
 
 class FaultClass(StrEnum):
-    """How bad a failed check is, which decides the node's path (DESIGN.md)."""
+    """How bad a failed check is, which decides the node's path through the lifecycle."""
 
     NONE = "none"
     FATAL = "fatal"

@@ -2,8 +2,8 @@
 
 The package is in layers, one folder each (``docs/architecture.md``):
 ``cli`` > ``sim`` > ``controller`` | ``node`` | ``deploy`` > ``remediators`` |
-``client`` > ``kube`` > ``core`` > ``api``. Importing ``pitcrew`` loads nothing
-but this docstring, the version and the error root.
+``client`` > ``kube`` > ``core`` > ``api``. Importing ``pitcrew`` loads the API
+models (for the error root), nothing of the operator's shell or the simulation.
 """
 
 from importlib.metadata import PackageNotFoundError, version

@@ -1,7 +1,8 @@
 """What a training job imports: progress reporting for goodput accounting.
 
-Kept small and free of the operator: a training image needs only this folder,
-the kubernetes client, and the annotation format in :mod:`pitcrew.core.job_ledger`.
+Free of the operator: it loads the ``kubernetes`` client and Pitcrew's API
+models (pydantic), never kopf, the shell or the simulation, and it never
+raises into a training loop.
 """
 
 from pitcrew.client.progress import ProgressReporter

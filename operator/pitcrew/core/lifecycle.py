@@ -8,7 +8,7 @@ level-triggered: it never asks "what just happened", only "what is true now".
 Running it again on the state its own actions produced yields no action
 (idempotence), which is what makes a restart or a new leader safe.
 
-Phases (DESIGN.md)::
+Phases::
 
     Pending -> Validating -> Healthy <-> Suspect
     Healthy/Suspect -> Quarantined -> Draining -> Remediating -> Validating

@@ -7,10 +7,10 @@ write is older than ``heartbeat``, which proves it is alive. A 4,000-node
 fleet at the defaults (30 s checks, 5 min heartbeat) writes about 13 times a
 second in total, almost all heartbeats, instead of 133.
 
-Two things make a sweep run at once instead of waiting for the interval: a
-critical XID (NVML event or kernel log line, see ``wait_for_xid``), and a new
-``pitcrew.dev/last-remediation`` annotation on its Node, after which the
-agent forgets latched XIDs (the repair is judged by fresh evidence).
+A critical XID (NVML event or kernel log line, see ``wait_for_xid``) makes a
+sweep run at once instead of waiting for the interval. Before each sweep the
+agent reads its Node's ``pitcrew.dev/last-remediation`` annotation; a new one
+makes it forget latched XIDs (the repair is judged by fresh evidence).
 
 :class:`AgentCore` is the per-node logic shared by the real agent and the
 simulated agents (:mod:`pitcrew.sim.agents`).
@@ -188,7 +188,7 @@ def run_agent(
     waiter: XidWaiter | None = None,
     node_annotations: Callable[[], dict[str, Any]] | None = None,
 ) -> None:
-    """The real agent's loop: sweep every interval, at once on a critical XID or repair."""
+    """The real agent's loop: sweep every interval, and at once on a critical XID."""
     while not stop.is_set():
         try:
             if node_annotations is not None:

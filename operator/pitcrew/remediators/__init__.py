@@ -3,7 +3,8 @@
 A remediator *starts* a repair and returns; whether the repair worked is
 judged by the lifecycle from the evidence (a fresh healthy report from the
 node agent, then validation), never from the remediator's own say-so. Every
-remediator is idempotent for one key: the same key twice does the work once
+remediator that can be is idempotent for one key: the same key twice does the
+work once
 (Job name, webhook Idempotency-Key, annotation value).
 """
 

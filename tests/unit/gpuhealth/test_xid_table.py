@@ -1,4 +1,4 @@
-"""The XID table covers what fleets act on and classifies like DESIGN.md says."""
+"""The XID table covers what fleets act on and classifies each code as documented."""
 
 from __future__ import annotations
 

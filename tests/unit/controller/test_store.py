@@ -1,0 +1,56 @@
+"""The operator's cache: stale events never undo the operator's own writes."""
+
+from __future__ import annotations
+
+import copy
+
+from shell_fakes import gpunode, healthy_status, node_object, policy_object
+
+from pitcrew.api.gpunode import Phase
+from pitcrew.controller.store import Store
+
+
+def test_an_event_older_than_the_stored_object_is_ignored() -> None:
+    store = Store()
+    written = node_object("n0")
+    store.put("node", written)
+    stale = copy.deepcopy(written)
+    stale["metadata"]["resourceVersion"] = str(int(written["metadata"]["resourceVersion"]) - 1)
+    stale["spec"]["unschedulable"] = True
+    store.put("node", stale)
+    assert store.nodes["n0"] is written
+
+
+def test_a_pod_moving_nodes_is_listed_only_on_its_new_node() -> None:
+    store = Store()
+    pod = {"metadata": {"name": "p", "namespace": "t", "resourceVersion": "1"}, "spec": {}}
+    pod["spec"]["nodeName"] = "a"
+    assert store.put("pod", pod) == "a"
+    moved = copy.deepcopy(pod)
+    moved["metadata"]["resourceVersion"] = "2"
+    moved["spec"]["nodeName"] = "b"
+    assert store.put("pod", moved) == "b"
+    assert store.pods_on("a") == []
+    assert [p["metadata"]["name"] for p in store.pods_on("b")] == ["p"]
+    assert store.put("pod", moved, deleted=True) == "b"
+    assert store.pods_on("b") == []
+
+
+def test_a_policy_change_rematches_every_node() -> None:
+    store = Store()
+    store.put("node", node_object("n0"))
+    assert store.policies_of("n0") == ()
+    store.put("policy", policy_object())
+    assert store.policies_of("n0") == ("fleet",)
+    elsewhere = policy_object(nodeSelector={"matchLabels": {"pool": "other"}})
+    elsewhere["metadata"]["resourceVersion"] = "999999"
+    store.put("policy", elsewhere)
+    assert store.policies_of("n0") == ()
+
+
+def test_a_status_is_parsed_once_per_resource_version() -> None:
+    store = Store()
+    store.put("gpunode", gpunode("n0", healthy_status()))
+    first = store.status("n0")
+    assert store.status("n0") is first
+    assert store.summary("n0").phase is Phase.HEALTHY
