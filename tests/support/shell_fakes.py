@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, Future
 from typing import Any
 
+import jsonpatch
 from lifecycle_data import POLICY_CREATED, SELECTOR, T0
 
 from gpuhealth.report import CheckResult, CheckStatus, FaultClass, RecommendedAction
@@ -21,9 +22,11 @@ from pitcrew.controller.policy_status import PolicyStatusWriter
 from pitcrew.controller.rounds import RoundLoop
 from pitcrew.controller.settings import OperatorSettings
 from pitcrew.controller.store import Store
-from pitcrew.core import actions as a
+from pitcrew.core import node_edits
+from pitcrew.core.convert import node_view
 from pitcrew.core.node_edits import NodeAction
 from pitcrew.core.views import PodView
+from pitcrew.kube import nodes
 from pitcrew.kube.events import Ref
 from pitcrew.kube.evictions import Backoff, EvictionResult
 from pitcrew.remediators import RemediationError, RemediationRequest, Remediator
@@ -74,18 +77,30 @@ class FakeCluster:
         self.calls: list[tuple[str, Any]] = []
         self.gpunode_statuses: dict[str, list[Object]] = {}
         self.policy_statuses: dict[str, list[Object]] = {}
+        self.objects: dict[str, dict[str, Object]] = {}
+        """What the apiserver holds, by kind and name: what a list returns."""
 
-    def ensure_gpunode(self, *, node: str, node_uid: str) -> None:
+    def list_objects(self, kind: str) -> list[Object]:
+        self.calls.append(("list_objects", kind))
+        return [copy.deepcopy(o) for o in self.objects.get(kind, {}).values()]
+
+    def ensure_gpunode(self, *, node: str, node_uid: str) -> Object | None:
         self.calls.append(("ensure_gpunode", node))
-        if node not in self.store.gpunodes:
-            self.store.put("gpunode", gpunode(node, None))
+        if node in self.objects.get("gpunode", {}):
+            return None
+        created = gpunode(node, None)
+        self.objects.setdefault("gpunode", {})[node] = created
+        return created
 
     def edit_node(self, node: str, action: NodeAction) -> Object | None:
+        """The production edit and JSON patch, applied as the apiserver would."""
         self.calls.append(("edit_node", (node, type(action).__name__)))
-        patched = copy.deepcopy(self.store.nodes[node])
+        current = self.store.nodes[node]
+        edit = node_edits.plan(node_view(current), action)
+        if edit is None:
+            return None
+        patched: Object = jsonpatch.apply_patch(current, nodes._patch(current, edit))
         patched["metadata"]["resourceVersion"] = version()
-        if isinstance(action, a.Cordon):
-            patched["spec"]["unschedulable"] = True
         return patched
 
     def annotate_node(self, node: str, annotations: dict[str, str | None]) -> None:
@@ -282,11 +297,14 @@ class Shell:
             settings=settings,
             clock=lambda: self.now,
         )
-        self.store.put("policy", policy)
+        objects = self.cluster.objects
+        objects["policy"] = {"fleet": policy}
         for name, status in nodes.items():
-            self.store.put("node", node_object(name))
+            objects.setdefault("node", {})[name] = node_object(name)
             if status is not None:
-                self.store.put("gpunode", gpunode(name, status))
+                objects.setdefault("gpunode", {})[name] = gpunode(name, status)
+        self.rounds.prime()
+        self.cluster.calls.clear()
 
     def round(self, *names: str) -> list[Any]:
         """Decide ``names`` (default: every node) and launch the plans, as one round."""

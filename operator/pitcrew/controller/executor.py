@@ -20,6 +20,7 @@ import datetime
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor as Pool
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ from pitcrew.remediators import RemediationError, RemediationRequest, Remediator
 
 logger = logging.getLogger(__name__)
 DEFAULT_RUNG_TIMEOUT = Duration("15m")
+ANNOTATE_BACKOFF = (0.5, 1.0, 2.0, 4.0)
 Clock = Callable[[], datetime.datetime]
 Requeue = Callable[[str, float], None]
 """Decide ``node`` again after ``seconds`` (0: in the next round); any thread."""
@@ -70,6 +72,7 @@ class Executor:
         settings: OperatorSettings,
         clock: Clock,
         requeue: Requeue,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.cluster = cluster
         self.store = store
@@ -79,6 +82,7 @@ class Executor:
         self.settings = settings
         self.clock = clock
         self.requeue = requeue
+        self.sleep = sleep
         self.backoff = Backoff()
         self._lock = threading.Lock()
         self._remediation_errors: dict[str, str] = {}
@@ -264,25 +268,44 @@ class Executor:
         )
         try:
             description = self.remediators[action.action].start(request)
-            self._event(plan.node, action.reason, description)
-            self.cluster.annotate_node(
-                plan.node,
-                {
-                    LAST_REMEDIATION: json.dumps(
-                        {
-                            "action": action.action.value,
-                            "key": action.key,
-                            "at": self.clock().isoformat(),
-                        }
-                    )
-                },
-            )
         except RemediationError as error:
             self._event(plan.node, "RemediationFailed", f"{action.action}: {error}", warning=True)
             self._failed(action.key, str(error), plan.node)
+            return
         except Exception as error:
             logger.exception("remediation %s on %s failed", action.key, plan.node)
             self._failed(action.key, f"{type(error).__name__}: {error}", plan.node)
+            return
+        self._event(plan.node, action.reason, description)
+        # The repair has started: from here on nothing may count it as "could not
+        # start" (the next attempt would run a second reset, or a reboot then a
+        # retire). The annotation is retried on its own.
+        self._annotate_started(plan.node, action)
+
+    def _annotate_started(self, node: str, action: a.Remediate) -> None:
+        payload = json.dumps(
+            {"action": action.action.value, "key": action.key, "at": self.clock().isoformat()}
+        )
+        for attempt, delay in enumerate(ANNOTATE_BACKOFF, start=1):
+            try:
+                self.cluster.annotate_node(node, {LAST_REMEDIATION: payload})
+                return
+            except Exception as error:
+                logger.warning(
+                    "annotating %s with %s failed (attempt %d): %s",
+                    node,
+                    action.key,
+                    attempt,
+                    error,
+                )
+                self.sleep(delay)
+        self._event(
+            node,
+            "RemediationAnnotationFailed",
+            f"{action.key} started, but {LAST_REMEDIATION} could not be written; "
+            "the rung is judged by the next health reports as usual",
+            warning=True,
+        )
 
     def _failed(self, key: str, error: str, node: str) -> None:
         with self._lock:

@@ -24,8 +24,12 @@ Object = dict[str, Any]
 
 
 class Cluster(Protocol):
-    def ensure_gpunode(self, *, node: str, node_uid: str) -> None:
-        """Create the GPUNode for ``node`` unless it exists."""
+    def list_objects(self, kind: str) -> list[Object]:
+        """Every object of one watched kind (node, pod, gpunode, policy, run)."""
+        ...
+
+    def ensure_gpunode(self, *, node: str, node_uid: str) -> Object | None:
+        """Create the GPUNode for ``node``; the new object, or None when it exists."""
         ...
 
     def edit_node(self, node: str, action: NodeAction) -> Object | None:

@@ -18,6 +18,15 @@ round:
 3. submits each touched policy's status (fleet, breaker, goodput) to the
    :class:`~pitcrew.controller.policy_status.PolicyStatusWriter`.
 
+No round runs before the loop has listed every watched kind itself
+(:meth:`RoundLoop.prime`): kopf delivers its initial lists as ordinary
+events, with nothing to say when they are complete, and a node decided before
+its GPUNode or its pods are cached would be decided as new (Pending) or as
+idle, and the status write would erase its drain, remediation and history.
+For the same reason a node whose GPUNode exists but is not cached yet (its
+create answered 409), or whose status does not parse, is skipped and said so,
+never decided from an empty status.
+
 Nodes with news go first; the periodic resync follows in chunks, so a fault
 is never queued behind a sweep of the whole fleet. A decision that changes
 nothing stays on the event loop (no thread hop): at thousands of nodes that
@@ -50,6 +59,8 @@ from pitcrew.core.views import FleetView, NodeState, PolicyView
 logger = logging.getLogger(__name__)
 RESYNC_CHUNK = 200
 COALESCE_SECONDS = 0.05
+WATCHED = ("policy", "node", "gpunode", "pod", "run")
+PRIME_BACKOFF = (1.0, 2.0, 5.0, 10.0, 30.0)
 Clock = Callable[[], datetime.datetime]
 
 
@@ -92,6 +103,7 @@ class RoundLoop:
         self.last_resync_at = clock()
         self.last_gpunode_event: datetime.datetime | None = None
         self.warned_no_policy = False
+        self.primed = False
 
     # -- events (on the event loop) -------------------------------------------------------
 
@@ -138,8 +150,34 @@ class RoundLoop:
 
     # -- the loop -------------------------------------------------------------------------
 
+    def prime(self) -> None:
+        """List every watched kind into the store (blocking; a worker thread)."""
+        for kind in WATCHED:
+            for obj in self.cluster.list_objects(kind):
+                self.observe(kind, obj)
+        self.primed = True
+        logger.info(
+            "initial lists complete: %d nodes, %d GPUNodes, %d pods, %d policies",
+            len(self.store.nodes),
+            len(self.store.gpunodes),
+            len(self.store.pods),
+            len(self.store.policies),
+        )
+
+    async def _prime_until_done(self) -> None:
+        attempt = 0
+        while not self.primed:
+            try:
+                await self._in_thread(self.prime)
+            except Exception:
+                delay = PRIME_BACKOFF[min(attempt, len(PRIME_BACKOFF) - 1)]
+                logger.exception("listing the cluster failed; retrying in %.0fs", delay)
+                attempt += 1
+                await asyncio.sleep(delay)
+
     async def run(self) -> None:
         self.loop = asyncio.get_running_loop()
+        await self._prime_until_done()
         while True:
             with contextlib.suppress(TimeoutError):  # a quiet period ends in the resync below
                 await asyncio.wait_for(self.wakeup.wait(), timeout=self.settings.resync_seconds)
@@ -181,7 +219,11 @@ class RoundLoop:
             node = self.store.nodes.get(name)
             if node is not None and name not in self.store.gpunodes and self._policy_for(name):
                 uid = node["metadata"].get("uid", "")
-                await self._in_thread(self.cluster.ensure_gpunode, node=name, node_uid=uid)
+                created = await self._in_thread(
+                    self.cluster.ensure_gpunode, node=name, node_uid=uid
+                )
+                if created is not None:
+                    self.store.put("gpunode", created)
         now = self.clock()
         plans, fleets = self.plan(names, now)
         for plan in plans:
@@ -195,6 +237,8 @@ class RoundLoop:
     ) -> tuple[list[Plan], dict[str, FleetView]]:
         """Decide each node in turn, the fleet updated after each decision; the plans
         that do something, and the fleet of every policy the round touched."""
+        if not self.primed:
+            return [], {}  # never decide from a partial picture of the cluster
         if not self.store.policies:
             if not self.warned_no_policy:
                 logger.info("no GPUHealthPolicy in the cluster: managing nothing")
@@ -209,6 +253,17 @@ class RoundLoop:
                 continue
             policy = self._policy_for(name)
             if policy is None:
+                continue
+            if name not in self.store.gpunodes:
+                continue  # it exists (the create said so) but is not cached yet
+            problem = self.store.unreadable(name)
+            if problem:
+                self.executor.record_once(
+                    name,
+                    "StatusUnreadable",
+                    f"GPUNode {name}: {problem}; the node is left as it is until its "
+                    "status parses (an operator older than the CRD?)",
+                )
                 continue
             fleet = fleets.get(policy.name) or self.fleet(policy.name)
             gpunode = self.store.gpunodes.get(name) or {}

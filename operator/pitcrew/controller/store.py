@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from pitcrew.api.gpunode import GPUNodeStatus
-from pitcrew.core.convert import gpunode_status, matches, policy_view
+from pitcrew.api.gpunode import GPUNodeStatus, Phase
+from pitcrew.core.convert import UnreadableStatusError, gpunode_status, matches, policy_view
 from pitcrew.core.fleet import Summary, summarize
 from pitcrew.core.views import PolicyView
 
@@ -41,25 +41,39 @@ class Store:
         self.runs: dict[str, Object] = {}
         self.pods: dict[str, Object] = {}
         self.pods_by_node: dict[str, dict[str, Object]] = defaultdict(dict)
-        self._statuses: dict[str, tuple[Any, GPUNodeStatus, Summary]] = {}
+        self._statuses: dict[str, tuple[Any, GPUNodeStatus, Summary, str]] = {}
         self._policies: dict[str, tuple[Any, PolicyView]] = {}
         self._matched: dict[str, tuple[Any, int, tuple[str, ...]]] = {}
         self._policy_epoch = 0
         """Bumped on any policy change: every node's match is recomputed."""
 
-    def _parsed(self, name: str) -> tuple[Any, GPUNodeStatus, Summary]:
+    def _parsed(self, name: str) -> tuple[Any, GPUNodeStatus, Summary, str]:
         obj = self.gpunodes.get(name)
         version = (obj or {}).get("metadata", {}).get("resourceVersion")
         cached = self._statuses.get(name)
         if cached is None or cached[0] != version:
-            status = gpunode_status(obj)
-            cached = (version, status, summarize(status))
+            try:
+                status, problem = gpunode_status(obj), ""
+                summary = summarize(status)
+            except UnreadableStatusError as error:
+                # Counted in the fleet with the phase it says it is in, if any, so
+                # the breaker still sees a Draining node whose status went bad.
+                status, problem = GPUNodeStatus(), str(error)
+                raw = str(((obj or {}).get("status") or {}).get("phase"))
+                phase = Phase(raw) if raw in set(Phase) else Phase.PENDING
+                summary = Summary(phase, False, None, None)
+            cached = (version, status, summary, problem)
             self._statuses[name] = cached
         return cached
 
     def status(self, name: str) -> GPUNodeStatus:
-        """The parsed status of GPUNode ``name``, parsed once per resourceVersion."""
+        """The parsed status of GPUNode ``name``, parsed once per resourceVersion.
+        Check :meth:`unreadable` first: an unreadable status reads as empty here."""
         return self._parsed(name)[1]
+
+    def unreadable(self, name: str) -> str:
+        """Why the status of GPUNode ``name`` cannot be parsed; empty when it can."""
+        return self._parsed(name)[3]
 
     def summary(self, name: str) -> Summary:
         return self._parsed(name)[2]

@@ -107,15 +107,26 @@ def pod_gpus(pod: dict[str, Any]) -> int:
     return total
 
 
+class UnreadableStatusError(ValueError):
+    """A GPUNode status this operator cannot parse (a newer schema, a hand edit)."""
+
+
 def gpunode_status(gpunode: dict[str, Any] | None) -> GPUNodeStatus:
-    """The status of a GPUNode; an unreadable status is treated as a new one
-    (Pending) rather than crashing the round loop."""
+    """The status of a GPUNode; an empty one for a GPUNode without status (new).
+
+    A status that exists but does not parse raises :class:`UnreadableStatusError`:
+    deciding such a node as if it were new would make it Pending and the next
+    status write would erase its drain, its remediation and its lemon history.
+    """
     if not gpunode or not gpunode.get("status"):
         return GPUNodeStatus()
     try:
         return GPUNodeStatus.model_validate(gpunode["status"])
-    except ValidationError:
-        return GPUNodeStatus()
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors()[:5]
+        )
+        raise UnreadableStatusError(f"status does not parse: {problems}") from error
 
 
 def policy_view(policy: dict[str, Any]) -> PolicyView:

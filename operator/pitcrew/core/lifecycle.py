@@ -21,6 +21,16 @@ gate every transition that takes capacity away; a cordon made by anyone
 else is never undone; a check that could not run (``error``) is never
 evidence against a node. Remediation progress (action, step, attempt,
 start) is status, so a half-done ladder resumes where it was.
+
+What is decided is acted on only as far as it has been *observed*: a drain
+begins (and its timeout starts) in a decision that sees Pitcrew's cordon in
+place, and a remediation rung starts only in a decision that sees the cordon
+and no workload left (or after the drain policy's explicit escalation). A
+cordon and a reset are therefore never issued together, a pod bound just
+before the cordon landed is seen before the reset, and a dry run, whose
+cordon never lands, never gets past Quarantined. In a dry run no rung is
+started or escalated either, so turning dry run off starts from real
+progress only and dry-run attempts never count towards the lemon limit.
 """
 
 from __future__ import annotations
@@ -50,7 +60,7 @@ from pitcrew.api.vocabulary import (
 )
 from pitcrew.core import actions as a
 from pitcrew.core import safety
-from pitcrew.core.views import FleetView, NodeState, PolicyView
+from pitcrew.core.views import FleetView, NodeState, PodView, PolicyView
 
 HEARTBEAT_MISSES = 3
 SEVERITY = {FaultClass.FATAL: 2, FaultClass.DEGRADED: 1}
@@ -120,16 +130,19 @@ class _Builder:
 
     def __init__(
         self,
+        *,
         state: NodeState,
         policy: PolicyView,
         fleet: FleetView,
         now: datetime.datetime,
         generation: int,
+        dry_run: bool,
     ) -> None:
         self.state, self.policy, self.fleet, self.now = state, policy, fleet, now
         self.node = state.node
         self.status = state.status
         self.generation = generation
+        self.dry_run = dry_run
         self.actions: list[a.Action] = []
         self.conditions: dict[str, tuple[ConditionStatus, str, str]] = {}
 
@@ -159,6 +172,12 @@ class _Builder:
 
     def condition(self, kind: str, status: ConditionStatus, reason: str, message: str = "") -> None:
         self.conditions[kind] = (status, reason, message)
+
+    @property
+    def cordon_observed(self) -> bool:
+        """Pitcrew's cordon and quarantine taint are on the Node as this decision sees it
+        (not merely planned by it)."""
+        return self.node.cordoned_by_pitcrew and self.node.has_taint(QUARANTINE_TAINT)
 
     def ensure_cordon(self, taint: str, value: str, reason: str) -> None:
         planned = any(isinstance(x, a.Cordon) and x.taint == taint for x in self.actions)
@@ -208,9 +227,15 @@ def decide(
     fleet: FleetView,
     now: datetime.datetime,
     generation: int = 1,
+    dry_run: bool = False,
 ) -> Decision:
-    """The next status and the actions for one node. Pure: no I/O, no clock."""
-    b = _Builder(state, policy, fleet, now, generation)
+    """The next status and the actions for one node. Pure: no I/O, no clock.
+
+    ``dry_run`` (the policy's or the operator's) stops the ladder: no rung is
+    started, retried or escalated, since none of it would be real."""
+    b = _Builder(
+        state=state, policy=policy, fleet=fleet, now=now, generation=generation, dry_run=dry_run
+    )
     spec = policy.spec
     b.set(policy=policy.name)
     _observe(b)
@@ -466,6 +491,8 @@ def _suspect(b: _Builder) -> None:
 
 
 def _begin_drain(b: _Builder, why: str) -> None:
+    if not b.cordon_observed:
+        return  # the cordon is planned, not seen: evicting now would let pods come back
     admission = safety.admit_drain(b.policy.spec.safety, b.fleet)
     if not admission.allowed:
         b.condition("Admitted", ConditionStatus.FALSE, admission.reason, admission.message)
@@ -486,6 +513,8 @@ def _draining(b: _Builder) -> None:
     spec = b.policy.spec
     drain = b.status.drain or DrainStatus(started_at=b.now)
     b.ensure_cordon(QUARANTINE_TAINT, b.status.reason, b.status.reason)
+    if not b.cordon_observed:
+        return  # someone lifted the cordon: evict only once it is back
     workload = b.node.workload
     terminating = [p for p in b.node.pods if p.terminating and not p.probe]
     b.set(
@@ -496,13 +525,16 @@ def _draining(b: _Builder) -> None:
     if not workload and not terminating:
         _begin_remediation(b)
         return
-    if not workload:
-        return  # evicted pods are shutting down within their grace period
     timeout = spec.safety.drain.timeout
-    if (
-        b.now - drain.started_at <= timeout
-        or spec.safety.drain.on_timeout is DrainTimeoutAction.WAIT
-    ):
+    on_timeout = spec.safety.drain.on_timeout
+    timed_out = b.now - drain.started_at > timeout and on_timeout is not DrainTimeoutAction.WAIT
+    if not workload:
+        # Evicted pods shutting down. One stuck Terminating (a finalizer, a hung
+        # kubelet) must not hold the drain slot forever: the timeout applies to it.
+        if timed_out:
+            _drain_timed_out_on_terminating(b, terminating)
+        return
+    if not timed_out:
         b.actions.append(a.Evict(workload, message=f"evicting {len(workload)} pods"))
     elif spec.safety.drain.on_timeout is DrainTimeoutAction.FORCE:
         b.actions.append(
@@ -522,7 +554,28 @@ def _draining(b: _Builder) -> None:
                 warning=True,
             )
         )
-        _begin_remediation(b)
+        _begin_remediation(b, escalated=True)
+
+
+def _drain_timed_out_on_terminating(b: _Builder, terminating: list[PodView]) -> None:
+    spec = b.policy.spec.safety.drain
+    names = ", ".join(p.key for p in terminating)[:500]
+    if spec.on_timeout is DrainTimeoutAction.FORCE:
+        b.actions.append(
+            a.ForceDelete(
+                tuple(terminating),
+                message=f"drain timed out after {spec.timeout} on terminating pods",
+            )
+        )
+    b.actions.append(
+        a.Record(
+            "DrainTimeoutTerminating",
+            f"drain timed out after {spec.timeout} with {len(terminating)} pods stuck "
+            f"terminating ({names}): remediating anyway",
+            warning=True,
+        )
+    )
+    _begin_remediation(b, escalated=True)
 
 
 def _fault_class(b: _Builder) -> FaultClass:
@@ -551,7 +604,16 @@ def _retire(b: _Builder, reason: str, message: str) -> None:
     b.actions.append(a.SetTaint(RETIRED_TAINT, reason, reason, f"retired: {message}"))
 
 
-def _begin_remediation(b: _Builder) -> None:
+def _begin_remediation(b: _Builder, *, escalated: bool = False) -> None:
+    """Start the ladder: only on a node seen cordoned and empty (or past the drain's
+    explicit escalation), never in a dry run."""
+    if not b.cordon_observed or (b.node.workload and not escalated):
+        return
+    if b.dry_run:
+        b.condition(
+            "Remediation", ConditionStatus.FALSE, "DryRun", "dry run: no remediation is started"
+        )
+        return
     if b.status.phase is not Phase.REMEDIATING:
         admission = safety.admit_remediation(b.policy.spec.safety, b.fleet)
         if not admission.allowed:
@@ -631,6 +693,11 @@ def _remediating(b: _Builder) -> None:
     rung = ladder[remediation.step] if remediation.step < len(ladder) else None
     timeout = rung.timeout if rung else datetime.timedelta(0)
     if not remediation.error and b.now - remediation.started_at <= timeout:
+        return
+    if b.dry_run:
+        b.condition(
+            "Remediation", ConditionStatus.FALSE, "DryRun", "dry run: the ladder does not advance"
+        )
         return
     if remediation.error:
         why = f"could not start: {remediation.error}"

@@ -9,7 +9,7 @@ conflicts between the agent's 30-second writes and the operator's decisions.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from kubernetes import client
 
@@ -22,9 +22,10 @@ AGENT_FIELDS = {"checks", "gpus", "gpu_count", "healthy_gpus", "last_heartbeat"}
 PROBE_FIELDS = {"probe"}
 
 
-def ensure(api: client.ApiClient, *, node: str, node_uid: str) -> None:
+def ensure(api: client.ApiClient, *, node: str, node_uid: str) -> dict[str, Any] | None:
     """Create the GPUNode for ``node`` (owned by the Node, so it is garbage
-    collected with it) unless it exists."""
+    collected with it); the new object, or None when it already exists (409 means
+    exactly that here, so it is not retried)."""
     body = {
         "apiVersion": API_VERSION,
         "kind": GPUNode.KIND,
@@ -38,12 +39,14 @@ def ensure(api: client.ApiClient, *, node: str, node_uid: str) -> None:
         "spec": {"nodeName": node},
     }
     try:
-        retrying(client.CustomObjectsApi(api).create_cluster_custom_object)(
+        created = retrying(client.CustomObjectsApi(api).create_cluster_custom_object)(
             GROUP, VERSION, GPUNode.PLURAL, body
         )
     except client.ApiException as error:
         if error.status != 409:
             raise
+        return None
+    return cast(dict[str, Any], created)
 
 
 def status_fields(

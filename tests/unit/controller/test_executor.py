@@ -74,3 +74,28 @@ def test_a_status_that_did_not_change_is_not_written_again() -> None:
     shell.round()
     shell.round()
     assert len(shell.cluster.writes("apply_gpunode_status")) == writes
+
+
+def test_a_failed_annotation_after_a_started_rung_is_not_a_failed_start() -> None:
+    shell = Shell(nodes={"n0": healthy_status()}, policy=POLICY)
+    shell.executor.sleep = lambda _: None
+    shell.settle()
+    failures = iter([ConnectionError("apiserver restarting")] * 2)
+
+    def flaky(node: str, annotations: dict[str, str | None]) -> None:
+        error = next(failures, None)
+        if error is not None:
+            raise error
+        shell.cluster.calls.append(("annotate_node", (node, dict(annotations))))
+
+    shell.cluster.annotate_node = flaky  # type: ignore[method-assign]
+    shell.fail("n0")
+    for _ in range(6):
+        shell.now += datetime.timedelta(seconds=1)
+        shell.round()
+    assert len(shell.remediator.requests) == 1  # one reset, not a second "attempt"
+    known = shell.executor.known("n0")
+    assert known.remediation is not None
+    assert not known.remediation.error
+    assert len(shell.cluster.writes("annotate_node")) == 1
+    assert "RemediationFailed" not in shell.events.reasons()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from shell_fakes import HeldPool, Shell, healthy_status, policy_object
@@ -17,6 +18,7 @@ def settled_fleet(**kwargs: Any) -> Shell:
     shell = Shell(nodes={n: healthy_status() for n in NODES}, policy=policy, **kwargs)
     shell.settle()
     assert {shell.phase(n) for n in NODES} == {Phase.HEALTHY}
+    shell.cluster.calls.clear()
     return shell
 
 
@@ -98,3 +100,61 @@ def test_without_any_policy_nothing_is_decided_or_written() -> None:
     shell.store.put("policy", shell.store.policies["fleet"], deleted=True)
     assert shell.round() == []
     assert shell.cluster.calls == []
+
+
+def test_nothing_is_decided_before_every_watched_kind_is_listed() -> None:
+    shell = settled_fleet()
+    shell.fail("n1")
+    shell.rounds.primed = False  # as a new leader before its lists are in
+    assert shell.round() == []
+    shell.rounds.prime()
+    assert {kind for kind, _ in shell.cluster.calls if kind == "list_objects"} == {"list_objects"}
+    assert [k for c, k in shell.cluster.calls if c == "list_objects"] == [
+        "policy",
+        "node",
+        "gpunode",
+        "pod",
+        "run",
+    ]
+    assert [p.node for p in shell.round()] == ["n1"]
+
+
+def test_a_new_leader_resumes_a_drain_from_the_listed_status() -> None:
+    shell = settled_fleet()
+    shell.fail("n1")
+    shell.settle()
+    before = shell.store.status("n1")
+    assert before.phase in UNHEALTHY
+    # The new leader: nothing cached, only what the apiserver returns.
+    for name, obj in shell.store.gpunodes.items():
+        shell.cluster.objects["gpunode"][name] = obj
+    successor = Shell(nodes={}, policy=policy_object(safety={"maxUnhealthy": 1}))
+    successor.cluster.objects = shell.cluster.objects
+    successor.rounds.primed = False
+    successor.rounds.prime()
+    after = successor.store.status("n1")
+    assert after.phase is before.phase
+    assert after.history == before.history
+    assert after.remediations == before.remediations
+
+
+def test_a_node_whose_status_does_not_parse_is_skipped_and_said_so_once() -> None:
+    shell = settled_fleet()
+    broken = shell.store.gpunodes["n3"]
+    broken["status"]["phase"] = "Rebooting"  # a phase of a newer schema
+    broken["metadata"]["resourceVersion"] = "999999"
+    shell.store.put("gpunode", dict(broken))
+    assert "phase" in shell.store.unreadable("n3")
+    for _ in range(2):
+        assert "n3" not in {p.node for p in shell.round()}
+    said = [m for ref, r, m, _ in shell.events.posted if r == "StatusUnreadable"]
+    assert len(said) == 2  # once, on the Node and on its GPUNode
+    assert "n3" not in shell.cluster.writes("apply_gpunode_status")
+
+
+def test_a_node_whose_gpunode_exists_but_is_not_cached_waits_for_it() -> None:
+    shell = settled_fleet()
+    shell.store.put("gpunode", shell.store.gpunodes["n4"], deleted=True)
+    asyncio.run(shell.rounds.reconcile(["n4"]))  # the create answers: it exists
+    assert ("ensure_gpunode", "n4") in shell.cluster.calls
+    assert "n4" not in shell.cluster.writes("apply_gpunode_status")

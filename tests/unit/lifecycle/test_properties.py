@@ -4,8 +4,10 @@
   as the round loop does with the production fleet arithmetic
   (:func:`pitcrew.core.fleet.after_decision`), never takes more nodes out than
   maxUnhealthy;
-- decisions are idempotent: applying a decision's node edits and status and
-  deciding again at the same instant asks for nothing more;
+- decisions converge: applying each decision's node edits and status and
+  deciding again at the same instant asks for nothing more within a few
+  decisions (each acts only on what the one before made observable), and no
+  decision both cordons and starts a rung;
 - a cordon someone else made is never lifted, whatever happens to the node.
 """
 
@@ -27,6 +29,8 @@ from pitcrew.core.lifecycle import decide
 from pitcrew.core.safety import unhealthy_limit
 from pitcrew.core.views import FleetView, NodeView, PodView
 
+CONVERGE_WITHIN = 4
+"""Decisions of one instant: cordon, then drain (seen cordoned), then the rung (seen empty)."""
 FAULTS = st.sampled_from([None, FaultClass.FATAL, FaultClass.DEGRADED])
 LIMITS = st.one_of(
     st.integers(min_value=0, max_value=20),
@@ -89,7 +93,7 @@ def test_never_more_unhealthy_than_max_unhealthy(
     st.booleans(),
     st.integers(min_value=0, max_value=600),
 )
-def test_deciding_twice_asks_for_nothing_more(
+def test_decisions_converge_and_then_ask_for_nothing_more(
     fault: FaultClass | None, phase: Phase, pods: int, foreign: bool, minutes: int
 ) -> None:
     now = T0 + datetime.timedelta(minutes=minutes)
@@ -104,10 +108,19 @@ def test_deciding_twice_asks_for_nothing_more(
         fleet=fleet,
         now=now,
     )
-    after = apply_node_actions(view, first.actions)
-    second = decide(state=state(after, first.status), policy=policy(), fleet=fleet, now=now)
-    assert [x for x in second.actions if not isinstance(x, a.Record)] == []
-    assert second.phase is first.phase
+    decision, current = first, view
+    for _ in range(CONVERGE_WITHIN):
+        kinds = {type(x) for x in decision.actions}
+        assert not (kinds & {a.Cordon} and kinds & {a.Remediate}), "cordon and rung together"
+        current = apply_node_actions(current, decision.actions)
+        decision = decide(
+            state=state(current, decision.status), policy=policy(), fleet=fleet, now=now
+        )
+        if not [x for x in decision.actions if not isinstance(x, a.Record)]:
+            break
+    again = decide(state=state(current, decision.status), policy=policy(), fleet=fleet, now=now)
+    assert [x for x in again.actions if not isinstance(x, a.Record)] == []
+    assert again.phase is decision.phase
 
 
 @settings(max_examples=200, deadline=None)

@@ -96,32 +96,41 @@ def test_healthy_node_cordoned_by_someone_else_is_left_cordoned() -> None:
     assert kinds(decision.actions) == []
 
 
-def test_failed_validation_quarantines_and_drains() -> None:
+def test_failed_validation_quarantines_then_remediates_once_the_cordon_is_seen() -> None:
     view = pitcrew_cordoned(node(), VALIDATING_TAINT)
     checks = report(finding(DEGRADED, name="gemm"), at=LATER, suite="standard")
-    decision = decide(
+    first = decide(
         state=state(view, status(Phase.VALIDATING, probe=checks)),
         policy=policy(),
         fleet=fleet(),
         now=LATER,
     )
+    assert first.phase is Phase.QUARANTINED
+    assert kinds(first.actions) == [a.Cordon]  # no rung while the cordon is unseen
+    cordoned = pitcrew_cordoned(node(), VALIDATING_TAINT, QUARANTINE_TAINT)
+    second = decide(state=state(cordoned, first.status), policy=policy(), fleet=fleet(), now=LATER)
     # An idle node drains in no time: it goes straight on to its remediation.
-    assert decision.phase is Phase.REMEDIATING
-    assert a.Remediate in kinds(decision.actions)
+    assert second.phase is Phase.REMEDIATING
+    assert a.Remediate in kinds(second.actions)
+    assert a.Cordon not in kinds(second.actions)
 
 
-def test_fatal_finding_quarantines_and_starts_draining_at_once() -> None:
+def test_fatal_finding_quarantines_and_drains_once_the_cordon_is_seen() -> None:
     view = node(pods=(pod("trainer-0"),))
-    decision = decide(
+    first = decide(
         state=state(view, status(checks=report(finding(FATAL)))),
         policy=policy(),
         fleet=fleet(),
         now=T0,
     )
-    assert decision.phase is Phase.DRAINING
-    assert kinds(decision.actions) == [a.Cordon, a.Evict]
-    cordon = next(x for x in decision.actions if isinstance(x, a.Cordon))
+    assert first.phase is Phase.QUARANTINED
+    assert kinds(first.actions) == [a.Cordon]
+    cordon = next(x for x in first.actions if isinstance(x, a.Cordon))
     assert cordon.taint == QUARANTINE_TAINT
+    cordoned = pitcrew_cordoned(view, QUARANTINE_TAINT)
+    second = decide(state=state(cordoned, first.status), policy=policy(), fleet=fleet(), now=T0)
+    assert second.phase is Phase.DRAINING
+    assert kinds(second.actions) == [a.Evict]
 
 
 def test_degraded_finding_makes_the_node_suspect_and_waits_for_a_checkpoint() -> None:
