@@ -46,6 +46,7 @@ from pitcrew.remediators import RemediationError, RemediationRequest, Remediator
 logger = logging.getLogger(__name__)
 DEFAULT_RUNG_TIMEOUT = Duration("15m")
 ANNOTATE_BACKOFF = (0.5, 1.0, 2.0, 4.0)
+RETRY_FIRST, RETRY_MAX = 0.5, 60.0
 Clock = Callable[[], datetime.datetime]
 Requeue = Callable[[str, float], None]
 """Decide ``node`` again after ``seconds`` (0: in the next round); any thread."""
@@ -87,6 +88,9 @@ class Executor:
         self._lock = threading.Lock()
         self._remediation_errors: dict[str, str] = {}
         self._recorded: set[tuple[str, str, str]] = set()
+        self._failures: dict[str, int] = {}
+        """Consecutive failed executions per node: a node that keeps failing is retried
+        with backoff, never in a tight loop."""
 
     # -- what the round loop asks ---------------------------------------------------------
 
@@ -128,9 +132,19 @@ class Executor:
             self._write_status(plan.node, status)
         except Exception:
             metrics.RECONCILE_ERRORS.inc()
-            logger.exception("executing the decision for %s failed; it is retried", plan.node)
-            self.requeue(plan.node, 0)
+            with self._lock:
+                failures = self._failures[plan.node] = self._failures.get(plan.node, 0) + 1
+            delay = min(RETRY_FIRST * 2 ** (failures - 1), RETRY_MAX)
+            logger.exception(
+                "executing the decision for %s failed (%d in a row); retried in %.1fs",
+                plan.node,
+                failures,
+                delay,
+            )
+            self.requeue(plan.node, delay)
             return
+        with self._lock:
+            self._failures.pop(plan.node, None)
         if not plan.dry_run:
             metrics.record_decision(
                 pool=plan.policy.name, before=plan.before, after=status, now=self.clock()

@@ -7,19 +7,66 @@ candidate took over), the process exits at once: a leader that cannot prove
 it leads must stop acting, and the restart makes it a standby. A standby
 takes over after ``lease_seconds`` without renewal; the new leader needs no
 hand-over because every decision's progress is in GPUNode status.
+
+Two ways the client's election can fail silently are closed here. Its lock
+catches only ``ApiException``: a connection error while the apiserver
+restarts would end the election thread without calling ``onstopped_leading``,
+and the old leader would go on acting while a standby takes over. Every Lease
+call therefore has a request timeout and turns a transport error into an
+``ApiException`` (status 0), which the election retries until its renew
+deadline, and the process exits whenever the election thread ends, for
+whatever reason.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
+from collections.abc import Callable
+from typing import Any
 
+from kubernetes.client.exceptions import ApiException
 from kubernetes.leaderelection import electionconfig, leaderelection
 from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
 
 logger = logging.getLogger(__name__)
 EXIT_LOST_LEASE = 3
+EXIT_ELECTION_ENDED = 4
+
+
+class TimedCalls:
+    """The Lease API with a timeout on every call and transport errors as ApiException."""
+
+    def __init__(self, api: Any, *, timeout: float) -> None:
+        self._api = api
+        self._timeout = timeout
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        method = getattr(self._api, name)
+
+        @functools.wraps(method)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            kwargs.setdefault("_request_timeout", self._timeout)
+            try:
+                return method(*args, **kwargs)
+            except ApiException:
+                raise
+            except Exception as error:  # urllib3 and socket errors: the apiserver is away
+                raise ApiException(status=0, reason=f"{type(error).__name__}: {error}") from error
+
+        return call
+
+
+def run_until_it_ends(run: Callable[[], Any], *, exit: Callable[[int], Any] = os._exit) -> None:
+    """Run the election; when it returns or raises, the process must not go on."""
+    try:
+        run()
+        logger.error("leader election ended: exiting")
+    except BaseException:
+        logger.exception("leader election failed: exiting")
+    exit(EXIT_ELECTION_ENDED)
 
 
 def wait_for_leadership(*, name: str, namespace: str, identity: str, lease_seconds: int) -> None:
@@ -38,16 +85,19 @@ def wait_for_leadership(*, name: str, namespace: str, identity: str, lease_secon
 
     renew = max(lease_seconds * 2 // 3, 2)
     retry = max(renew // 3, 1)
+    lock = LeaseLock(name, namespace, identity)
+    lock.api_instance = TimedCalls(lock.api_instance, timeout=max(retry, 1))
     config = electionconfig.Config(
-        LeaseLock(name, namespace, identity),
+        lock,
         lease_duration=lease_seconds,
         renew_deadline=renew,
         retry_period=retry,
         onstarted_leading=started,
         onstopped_leading=stopped,
     )
+    election = leaderelection.LeaderElection(config)
     threading.Thread(
-        target=leaderelection.LeaderElection(config).run, daemon=True, name="leader-election"
+        target=run_until_it_ends, args=(election.run,), daemon=True, name="leader-election"
     ).start()
     logger.info("%s waiting for the Lease %s/%s", identity, namespace, name)
     leading.wait()

@@ -28,6 +28,12 @@ from pitcrew.core.views import FleetView
 from pitcrew.kube.events import Ref
 
 logger = logging.getLogger(__name__)
+
+
+def utc_now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
 Goodput = Callable[[str, datetime.datetime], dict[str, float]]
 """Last hour's and day's goodput of a pool (the accountant's ledger)."""
 
@@ -41,6 +47,20 @@ def breaker_fields(breaker: Breaker) -> dict[str, Any]:
     return fields
 
 
+def _valid(previous: dict[str, Any], policy: dict[str, Any], now: datetime.datetime) -> Any:
+    """``Valid=True``, keeping its transition time while it stays true."""
+    old = next((c for c in previous.get("conditions") or [] if c.get("type") == "Valid"), None)
+    since = old["lastTransitionTime"] if old and old.get("status") == "True" else now.isoformat()
+    return {
+        "type": "Valid",
+        "status": "True",
+        "reason": "SpecApplied",
+        "message": "",
+        "lastTransitionTime": since,
+        "observedGeneration": policy["metadata"].get("generation", 1),
+    }
+
+
 class PolicyStatusWriter:
     def __init__(
         self, *, cluster: Cluster, store: Store, events: EventSink, goodput: Goodput
@@ -50,6 +70,7 @@ class PolicyStatusWriter:
         self.events = events
         self.goodput = goodput
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pitcrew-policy")
+        self._said: set[tuple[str, Any]] = set()
 
     def submit(self, name: str, fleet: FleetView, now: datetime.datetime) -> None:
         """Write policy ``name``'s status in the background, after earlier writes."""
@@ -58,6 +79,40 @@ class PolicyStatusWriter:
     def _write_logged(self, name: str, fleet: FleetView, now: datetime.datetime) -> None:
         try:
             self.write(name, fleet, now)
+        except Exception:
+            logger.exception("writing the status of policy %s failed", name)
+
+    def unreadable(self, name: str, problem: str) -> None:
+        """Say once (an Event and a ``Valid=False`` condition) that policy ``name``
+        cannot be read; its nodes are left as they are. The rest of its status
+        (breaker, cooldown) is written back as it was, so nothing is forgotten."""
+        policy = self.store.policies.get(name)
+        if policy is None:
+            return
+        key = (name, policy["metadata"].get("generation"))  # status writes keep it
+        if key in self._said:
+            return
+        self._said.add(key)
+        ref = Ref(GPUHealthPolicy.KIND, name, API_VERSION, policy["metadata"].get("uid", ""))
+        message = f"policy {name} is not applied: {problem}"
+        self.events.emit(ref, reason="PolicyUnreadable", message=message, warning=True)
+        status = dict(policy.get("status") or {})
+        status["conditions"] = [
+            *(c for c in status.get("conditions") or [] if c.get("type") != "Valid"),
+            {
+                "type": "Valid",
+                "status": "False",
+                "reason": "SpecUnreadable",
+                "message": message[:32768],
+                "lastTransitionTime": utc_now().isoformat(),
+                "observedGeneration": policy["metadata"].get("generation", 1),
+            },
+        ]
+        self._pool.submit(self._apply_logged, name, status)
+
+    def _apply_logged(self, name: str, status: dict[str, Any]) -> None:
+        try:
+            self.store.put("policy", self.cluster.apply_policy_status(name=name, status=status))
         except Exception:
             logger.exception("writing the status of policy %s failed", name)
 
@@ -80,6 +135,7 @@ class PolicyStatusWriter:
         if breaker.cooldown_until:
             status["cooldownUntil"] = breaker.cooldown_until.isoformat()
         previous = policy.get("status") or {}
+        status["conditions"] = [_valid(previous, policy, now)]
         if {k: v for k, v in previous.items() if k in status} == status:
             return
         ref = Ref(GPUHealthPolicy.KIND, name, API_VERSION, policy["metadata"].get("uid", ""))

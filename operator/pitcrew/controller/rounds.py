@@ -104,6 +104,7 @@ class RoundLoop:
         self.last_gpunode_event: datetime.datetime | None = None
         self.warned_no_policy = False
         self.primed = False
+        self.failed_rounds = 0
 
     # -- events (on the event loop) -------------------------------------------------------
 
@@ -196,9 +197,13 @@ class RoundLoop:
                 continue
             try:
                 await self.reconcile(batch)
+                self.failed_rounds = 0
             except Exception:
                 metrics.RECONCILE_ERRORS.inc()
-                logger.exception("reconcile round failed; retrying on the next round")
+                self.failed_rounds += 1
+                delay = min(0.5 * 2 ** (self.failed_rounds - 1), 30.0)
+                logger.exception("reconcile round failed; retrying in %.1fs", delay)
+                await asyncio.sleep(delay)
                 self.mark(batch)
 
     def next_batch(self) -> set[str]:
@@ -307,7 +312,11 @@ class RoundLoop:
     def _policy_for(self, name: str) -> PolicyView | None:
         matched = self.store.policies_of(name)
         if len(matched) == 1:
-            return self.store.policy(matched[0])
+            policy = self.store.policy(matched[0])
+            if policy is None:
+                # One bad policy must not stop the others: its nodes wait, it says why.
+                self.policy_status.unreadable(matched[0], self.store.policy_problem(matched[0]))
+            return policy
         if len(matched) > 1:
             self.executor.record_once(
                 name,

@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from pydantic import ValidationError
+
 from pitcrew.api.gpunode import GPUNodeStatus, Phase
 from pitcrew.core.convert import UnreadableStatusError, gpunode_status, matches, policy_view
 from pitcrew.core.fleet import Summary, summarize
@@ -42,7 +44,7 @@ class Store:
         self.pods: dict[str, Object] = {}
         self.pods_by_node: dict[str, dict[str, Object]] = defaultdict(dict)
         self._statuses: dict[str, tuple[Any, GPUNodeStatus, Summary, str]] = {}
-        self._policies: dict[str, tuple[Any, PolicyView]] = {}
+        self._policies: dict[str, tuple[Any, PolicyView | None, str]] = {}
         self._matched: dict[str, tuple[Any, int, tuple[str, ...]]] = {}
         self._policy_epoch = 0
         """Bumped on any policy change: every node's match is recomputed."""
@@ -96,15 +98,29 @@ class Store:
             self._matched[name] = cached
         return cached[2]
 
-    def policy(self, name: str) -> PolicyView:
-        """The parsed policy ``name``, parsed once per resourceVersion."""
+    def policy(self, name: str) -> PolicyView | None:
+        """The parsed policy ``name``, parsed once per resourceVersion; None when it
+        does not parse (see :meth:`policy_problem`)."""
+        return self._parsed_policy(name)[1]
+
+    def policy_problem(self, name: str) -> str:
+        """Why policy ``name`` does not parse; empty when it does."""
+        return self._parsed_policy(name)[2]
+
+    def _parsed_policy(self, name: str) -> tuple[Any, PolicyView | None, str]:
         obj = self.policies[name]
         version = obj.get("metadata", {}).get("resourceVersion")
         cached = self._policies.get(name)
         if cached is None or cached[0] != version:
-            cached = (version, policy_view(obj))
+            try:
+                cached = (version, policy_view(obj), "")
+            except ValidationError as error:
+                problems = "; ".join(
+                    f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors()[:5]
+                )
+                cached = (version, None, f"spec does not parse: {problems}")
             self._policies[name] = cached
-        return cached[1]
+        return cached
 
     @staticmethod
     def _newer(current: Object | None, incoming: Object) -> bool:

@@ -23,6 +23,7 @@ from tenacity import (
 )
 
 TRANSIENT_STATUS = {409, 429, 500, 502, 503, 504}
+REQUEST_TIMEOUT = urllib3.Timeout(connect=10.0, read=60.0)
 
 
 def is_transient(error: BaseException) -> bool:
@@ -49,7 +50,11 @@ def api_client(kubeconfig: str | None = None) -> client.ApiClient:
     else:
         config.load_incluster_config(client_configuration=configuration)
     configuration.connection_pool_maxsize = 64
-    return client.ApiClient(configuration)
+    api = client.ApiClient(configuration)
+    # No call may hang for ever on an apiserver that went away mid-request (a
+    # restart, a partition): every request of this client has a deadline.
+    api.rest_client.pool_manager.connection_pool_kw["timeout"] = REQUEST_TIMEOUT
+    return api
 
 
 def use_as_default(api: client.ApiClient) -> None:

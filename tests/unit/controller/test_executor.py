@@ -63,7 +63,7 @@ def test_a_failing_write_requeues_the_node_instead_of_losing_the_plan() -> None:
 
     shell.cluster.apply_gpunode_status = refuse  # type: ignore[method-assign]
     shell.round()
-    assert ("n0", 0) in shell.requeued
+    assert ("n0", 0.5) in shell.requeued
     assert shell.phase("n0") is Phase.HEALTHY  # nothing recorded as done
 
 
@@ -99,3 +99,18 @@ def test_a_failed_annotation_after_a_started_rung_is_not_a_failed_start() -> Non
     assert not known.remediation.error
     assert len(shell.cluster.writes("annotate_node")) == 1
     assert "RemediationFailed" not in shell.events.reasons()
+
+
+def test_a_node_whose_plan_keeps_failing_is_retried_with_growing_backoff() -> None:
+    shell = Shell(nodes={"n0": healthy_status()}, policy=POLICY)
+    shell.settle()
+
+    def refuse(*, node: str, status: object) -> object:
+        raise ConnectionError("apiserver restarting")
+
+    shell.cluster.apply_gpunode_status = refuse  # type: ignore[method-assign]
+    shell.fail("n0")
+    for _ in range(4):
+        shell.round()
+    delays = [seconds for node, seconds in shell.requeued if node == "n0"]
+    assert delays == [0.5, 1.0, 2.0, 4.0]

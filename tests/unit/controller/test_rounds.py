@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from shell_fakes import HeldPool, Shell, healthy_status, policy_object
+from shell_fakes import HeldPool, Shell, gpunode, healthy_status, node_object, policy_object
 
 from pitcrew.api.gpunode import Phase
 from pitcrew.api.vocabulary import UNHEALTHY
@@ -158,3 +158,31 @@ def test_a_node_whose_gpunode_exists_but_is_not_cached_waits_for_it() -> None:
     asyncio.run(shell.rounds.reconcile(["n4"]))  # the create answers: it exists
     assert ("ensure_gpunode", "n4") in shell.cluster.calls
     assert "n4" not in shell.cluster.writes("apply_gpunode_status")
+
+
+def test_a_policy_that_does_not_parse_stops_only_its_own_nodes() -> None:
+    shell = settled_fleet()
+    other = policy_object(nodeSelector={"matchLabels": {"pool": "b"}})
+    other["metadata"]["name"] = "broken"
+    other["spec"]["safety"] = {"maxUnhealty": 1}  # a typo the CRD would refuse; here it is stored
+    other["status"] = {"breaker": {"open": False}, "cooldownUntil": "2026-12-01T12:30:00+00:00"}
+    shell.store.put("policy", other)
+    for name in ("b0", "b1"):
+        obj = node_object(name)
+        obj["metadata"]["labels"] = {"pool": "b"}
+        shell.store.put("node", obj)
+        shell.store.put("gpunode", gpunode(name, healthy_status()))
+    shell.fail("n1")
+    shell.fail("b0")
+    for _ in range(3):
+        plans = shell.round()
+        assert not {p.node for p in plans} & {"b0", "b1"}
+    shell.policy_status._pool.shutdown(wait=True)
+    assert shell.phase("n1") in UNHEALTHY  # the good policy's nodes are decided as ever
+    unreadable = [m for ref, r, m, _ in shell.events.posted if r == "PolicyUnreadable"]
+    assert len(unreadable) == 1
+    assert "maxUnhealty" in unreadable[0]
+    (written,) = shell.cluster.policy_statuses["broken"]
+    assert written["cooldownUntil"] == "2026-12-01T12:30:00+00:00"  # nothing forgotten
+    (valid,) = [c for c in written["conditions"] if c["type"] == "Valid"]
+    assert (valid["status"], valid["reason"]) == ("False", "SpecUnreadable")
