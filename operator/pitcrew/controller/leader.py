@@ -86,7 +86,7 @@ def wait_for_leadership(*, name: str, namespace: str, identity: str, lease_secon
     renew = max(lease_seconds * 2 // 3, 2)
     retry = max(renew // 3, 1)
     lock = LeaseLock(name, namespace, identity)
-    lock.api_instance = TimedCalls(lock.api_instance, timeout=max(retry, 1))
+    lock.api_instance = TimedCalls(lock.api_instance, timeout=max(retry, 1))  # type: ignore[assignment]
     config = electionconfig.Config(
         lock,
         lease_duration=lease_seconds,
