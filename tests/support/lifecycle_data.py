@@ -98,9 +98,16 @@ def pitcrew_cordoned(view: NodeView, *taint_keys: str) -> NodeView:
 
 
 def pod(
-    name: str, *, checkpoint_at: datetime.datetime | None = None, owner: str = "Job"
+    name: str,
+    *,
+    checkpoint_at: datetime.datetime | None = None,
+    owner: str = "Job",
+    job: str = "llm",
 ) -> PodView:
-    return PodView(namespace="train", name=name, owner_kind=owner, checkpoint_at=checkpoint_at)
+    """A pod of training job ``job`` (``job=""``: a pod that is not training)."""
+    return PodView(
+        namespace="train", name=name, owner_kind=owner, checkpoint_at=checkpoint_at, job=job
+    )
 
 
 def fleet(total: int = 10, spares: tuple[str, ...] = (), **phases: int) -> FleetView:

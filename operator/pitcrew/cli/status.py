@@ -48,7 +48,7 @@ def build(
                 "breakerOpen": bool((status.get("breaker") or {}).get("open")),
                 "breakerMessage": (status.get("breaker") or {}).get("message", ""),
                 "dryRun": bool((spec.get("safety") or {}).get("dryRun")),
-                "paused": bool(spec.get("paused")),
+                "paused": bool((spec.get("safety") or {}).get("paused")),
                 "goodputLastHour": (status.get("goodput") or {}).get("lastHour"),
                 "goodputLastDay": (status.get("goodput") or {}).get("lastDay"),
             }

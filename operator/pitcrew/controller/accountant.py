@@ -35,6 +35,7 @@ class Accountant:
         self.fleet = FleetLedger(last=now)
         self.jobs: dict[str, JobLedger] = {}
         self._gauges: set[tuple[str, Phase]] = set()
+        self._heartbeats: set[str] = set()
 
     def tick(self, now: datetime.datetime) -> None:
         out_of_service = self._fleet(now)
@@ -52,6 +53,7 @@ class Accountant:
         """Account GPU time; returns the nodes out of service."""
         times: list[NodeTime] = []
         out: set[str] = set()
+        beating: set[str] = set()
         for name, node in self.store.nodes.items():
             pools = self.store.policies_of(name)
             if len(pools) != 1:
@@ -62,6 +64,11 @@ class Accountant:
                 out.add(name)
             if summary.heartbeat is not None:
                 metrics.HEARTBEAT.labels(name).set(summary.heartbeat.timestamp())
+                beating.add(name)
+        for gone in self._heartbeats - beating:
+            # A deleted node's series must go, or its heartbeat alert fires for ever.
+            metrics.HEARTBEAT.remove(gone)
+        self._heartbeats = beating
         for (pool, phase), seconds in self.fleet.tick(times, now).items():
             metrics.GPU_SECONDS.labels(pool, phase).inc(seconds)
         counts: dict[tuple[str, Phase], tuple[int, int, float]] = {}

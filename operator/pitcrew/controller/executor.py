@@ -119,6 +119,17 @@ class Executor:
             self._recorded.add(key)
         self._event(node, reason, message, warning=True)
 
+    def release(self, node: str) -> None:
+        """Lift Pitcrew's marks from a node no policy manages any more."""
+        message = "no GPUHealthPolicy manages this node: Pitcrew's cordon and taints lifted"
+        try:
+            if self._edit_node(node, a.Uncordon("Unmanaged", message)):
+                self._event(node, "Unmanaged", message)
+        except Exception:
+            metrics.RECONCILE_ERRORS.inc()
+            logger.exception("lifting Pitcrew's marks from %s failed; it is retried", node)
+            self.requeue(node, RETRY_FIRST)
+
     # -- a plan ---------------------------------------------------------------------------
 
     def execute(self, plan: Plan) -> None:
@@ -224,7 +235,11 @@ class Executor:
         drain = status.drain
         if drain is None:
             return status
-        blocked = "; ".join(f"{k}: {v}" for k, v in sorted(result.blocked.items()))[:1024]
+        # The budgets by name (what an SRE looks up), else the refusal as the API said it.
+        blocked = ", ".join(sorted(set(result.budgets.values()))) or "; ".join(
+            f"{k}: {v}" for k, v in sorted(result.blocked.items())
+        )
+        blocked = blocked[:1024]
         return status.model_copy(
             update={
                 "drain": drain.model_copy(

@@ -45,6 +45,7 @@ from concurrent.futures import Executor as Pool
 from typing import Any, Protocol
 
 from pitcrew.api.gpunode import GPUNodeStatus
+from pitcrew.api.vocabulary import PITCREW_TAINTS
 from pitcrew.controller import metrics
 from pitcrew.controller.executor import Executor, Plan
 from pitcrew.controller.policy_status import PolicyStatusWriter
@@ -248,8 +249,8 @@ class RoundLoop:
             if not self.warned_no_policy:
                 logger.info("no GPUHealthPolicy in the cluster: managing nothing")
                 self.warned_no_policy = True
-            return [], {}
-        self.warned_no_policy = False
+        else:
+            self.warned_no_policy = False
         plans: list[Plan] = []
         fleets: dict[str, FleetView] = {}
         for name in sorted(names):
@@ -258,6 +259,8 @@ class RoundLoop:
                 continue
             policy = self._policy_for(name)
             if policy is None:
+                if len(self.store.policies_of(name)) != 1:  # in no policy, or in several
+                    self._release_if_marked(name, node)
                 continue
             if name not in self.store.gpunodes:
                 continue  # it exists (the create said so) but is not cached yet
@@ -303,6 +306,20 @@ class RoundLoop:
             self._on_loop(self._landed, plan.node)
 
         self.pool.submit(self.executor.execute, plan).add_done_callback(done)
+
+    def _release_if_marked(self, name: str, node: dict[str, Any]) -> None:
+        """A node no policy manages (policy deleted, node relabelled, overlap) loses
+        Pitcrew's cordon and taints; a cordon someone else made stays."""
+        view = node_view(node)
+        ours = any(view.has_taint(t) for t in PITCREW_TAINTS)
+        if not (view.cordoned_by_pitcrew or view.stale_cordon_claim or ours):
+            return
+        self.in_flight.add(name)
+
+        def done(_: object) -> None:
+            self._on_loop(self._landed, name)
+
+        self.pool.submit(self.executor.release, name).add_done_callback(done)
 
     def _landed(self, node: str) -> None:
         self.in_flight.discard(node)

@@ -15,6 +15,7 @@ from pitcrew.api.vocabulary import (
     CHECKPOINT_ANNOTATION,
     GPU_PRODUCT_LABEL,
     GPU_RESOURCE,
+    JOB_LABEL,
     PROBE_LABEL,
 )
 from pitcrew.core.views import NodeView, PodView, PolicyView, Taint
@@ -50,6 +51,7 @@ def pod_view(pod: dict[str, Any]) -> PodView:
         finished=phase in ("Succeeded", "Failed"),
         probe=PROBE_LABEL in labels,
         checkpoint_at=parse_time(annotations.get(CHECKPOINT_ANNOTATION)),
+        job=str(labels.get(JOB_LABEL, "")),
         grace_seconds=int((pod.get("spec") or {}).get("terminationGracePeriodSeconds") or 30),
     )
 

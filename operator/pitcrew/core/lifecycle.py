@@ -36,6 +36,7 @@ progress only and dry-run attempts never count towards the lemon limit.
 from __future__ import annotations
 
 import datetime
+import hashlib
 from dataclasses import dataclass
 
 from gpuhealth.report import CheckStatus, FaultClass
@@ -116,13 +117,23 @@ def _probe_done(status: GPUNodeStatus) -> bool:
     )
 
 
+def bounded_name(text: str, limit: int = 63) -> str:
+    """``text`` as a name of at most ``limit`` characters that stays unique: a long one
+    keeps its start and ends in a hash of the whole (truncation alone made the keys of
+    two long node names, or two attempts on one, collide)."""
+    if len(text) <= limit:
+        return text
+    digest = hashlib.sha256(text.encode()).hexdigest()[:10]
+    return f"{text[: limit - 11].rstrip('-')}-{digest}"
+
+
 def probe_name(node: str, since: datetime.datetime | None) -> str:
     stamp = int(since.timestamp()) if since else 0
-    return f"pitcrew-probe-{node}-{stamp}"[:63].rstrip("-")
+    return bounded_name(f"pitcrew-probe-{node}-{stamp}")
 
 
 def remediation_key(node: str, step: int, attempt: int, started: datetime.datetime) -> str:
-    return f"pitcrew-fix-{node}-{step}-{attempt}-{int(started.timestamp())}"[:63].rstrip("-")
+    return bounded_name(f"pitcrew-fix-{node}-{step}-{attempt}-{int(started.timestamp())}")
 
 
 class _Builder:
@@ -304,6 +315,9 @@ def _take_out(b: _Builder, finding: _Finding, *, admitted_already: bool) -> bool
                         warning=True,
                     )
                 )
+            if b.status.phase in IN_SERVICE:
+                # Kept in service means in service: no leftover Pitcrew cordon.
+                _lift_cordon(b, admission.reason, "kept in service: Pitcrew's cordon lifted")
             return False
     b.condition("Admitted", ConditionStatus.TRUE, "Admitted")
     if b.status.phase in IN_SERVICE and b.fleet.spares and b.node.name not in b.fleet.spares:
@@ -365,7 +379,12 @@ def _lift_cordon(b: _Builder, reason: str, message: str, *, spare_too: bool = Fa
     taints: tuple[str, ...] = (QUARANTINE_TAINT, VALIDATING_TAINT, RETIRED_TAINT)
     if spare_too:
         taints = (*taints, SPARE_TAINT)
-    if b.node.cordoned_by_pitcrew or any(b.node.has_taint(t) for t in taints):
+    node = b.node
+    if (
+        node.cordoned_by_pitcrew
+        or node.stale_cordon_claim
+        or any(node.has_taint(t) for t in taints)
+    ):
         b.actions.append(a.Uncordon(reason, message))
 
 
@@ -407,6 +426,15 @@ def _validating(b: _Builder) -> None:
         suite = status.probe.suite if status.probe else "probe"
         _back_in_service(b, "ValidationPassed", f"{suite} validation passed")
         return
+    admission = safety.admit_unhealthy(
+        spec.safety, b.fleet, now=b.now, cooldown_until=b.policy.cooldown_until
+    )
+    if not admission.allowed:
+        # Out of service already (cordoned, Validating), but the breaker's count
+        # must hold for this path too: it stays Validating until a slot is free.
+        b.condition("Admitted", ConditionStatus.FALSE, admission.reason, admission.message)
+        b.ensure_cordon(VALIDATING_TAINT, status.reason or "Validating", "Validating")
+        return
     b.go(Phase.QUARANTINED, finding.reason, f"validation failed: {finding.message}")
     b.ensure_cordon(QUARANTINE_TAINT, finding.reason, finding.reason)
     _quarantined(b)
@@ -433,6 +461,12 @@ def _healthy(b: _Builder) -> None:
     ):
         b.go(Phase.SPARE, "HeldAsSpare", "idle validated node held back as a hot spare")
         b.actions.append(a.SetTaint(SPARE_TAINT, "true", "HeldAsSpare", "tainted as a hot spare"))
+    elif b.status.phase is Phase.HEALTHY and b.node.has_taint(SPARE_TAINT):
+        # A spare taint on a Healthy node (its Spare status write was lost): it
+        # would keep work off a node the fleet counts as taking work.
+        b.actions.append(
+            a.RemoveTaint(SPARE_TAINT, "InService", "a Healthy node carries no spare taint")
+        )
 
 
 def _requested_validation(b: _Builder) -> None:
@@ -462,13 +496,14 @@ def _spare(b: _Builder) -> None:
 
 
 def _checkpointed(b: _Builder) -> bool:
+    """Every training pod on the node checkpointed since the node became Suspect.
+    Only training pods (``pitcrew.dev/job``) checkpoint: waiting on a web server or
+    a log shipper would hold the drain to ``checkpointMaxDelay`` for nothing."""
     since = b.status.phase_since
-    workload = b.node.workload
-    if not workload:
-        return True
+    training = [p for p in b.node.workload if p.job]
     return all(
         p.checkpoint_at is not None and since is not None and p.checkpoint_at > since
-        for p in workload
+        for p in training
     )
 
 

@@ -9,7 +9,10 @@ not make" is checked on the code that decides it:
   a cordon on a node someone else cordoned adds Pitcrew's taint but does not
   claim the cordon;
 - an uncordon removes Pitcrew's taints, and lifts the cordon only when the
-  annotation says Pitcrew made it.
+  annotation says Pitcrew made it;
+- the annotation is dropped whenever the node is schedulable (a person
+  uncordoned it): left behind, it would make a person's *next* cordon read as
+  Pitcrew's, and Pitcrew would lift it.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ def plan(node: NodeView, action: NodeAction) -> NodeEdit | None:
             edit = NodeEdit(True, taints, annotations)
         case a.Uncordon():
             taints = tuple(t for t in node.taints if t.key not in PITCREW_TAINTS)
-            if node.cordoned_by_pitcrew:
+            if node.cordoned_by_pitcrew or node.stale_cordon_claim:
                 edit = NodeEdit(False, taints, {CORDONED_BY: None})
             else:
                 edit = NodeEdit(node.unschedulable, taints, {})

@@ -43,6 +43,8 @@ class PodView:
     """A Pitcrew probe or remediation pod."""
     checkpoint_at: datetime.datetime | None = None
     grace_seconds: int = 30
+    job: str = ""
+    """The training job it belongs to (``pitcrew.dev/job``); empty for other pods."""
 
     @property
     def key(self) -> str:
@@ -82,6 +84,11 @@ class NodeView:
     @property
     def cordoned_by_pitcrew(self) -> bool:
         return self.unschedulable and self.annotations.get(CORDONED_BY) == CORDONED_BY_VALUE
+
+    @property
+    def stale_cordon_claim(self) -> bool:
+        """Schedulable, yet annotated as cordoned by Pitcrew (someone uncordoned it)."""
+        return not self.unschedulable and CORDONED_BY in self.annotations
 
     @property
     def foreign_cordon(self) -> bool:

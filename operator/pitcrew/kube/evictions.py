@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -36,6 +37,8 @@ class EvictionResult:
     failed: dict[str, str] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)
     """In backoff after an earlier refusal."""
+    budgets: dict[str, str] = field(default_factory=dict)
+    """pod key -> ``namespace/name`` of the PodDisruptionBudget that refused it."""
 
 
 @dataclass
@@ -61,6 +64,25 @@ class Backoff:
     def forget(self, key: str) -> None:
         self.next_try.pop(key, None)
         self.delay.pop(key, None)
+
+
+_BUDGET = re.compile(r"[Tt]he disruption budget (\S+) needs")
+
+
+def budget_name(error: client.ApiException, *, namespace: str) -> str:
+    """``namespace/name`` of the PodDisruptionBudget that refused an eviction, read from
+    the 429's causes (``The disruption budget <name> needs N healthy pods ...``);
+    empty when the answer names none (a 429 for throttling, say)."""
+    try:
+        body = json.loads(error.body or "{}")
+    except (ValueError, TypeError):
+        return ""
+    texts = [c.get("message", "") for c in (body.get("details") or {}).get("causes") or []]
+    for text in [*texts, body.get("message", "")]:
+        found = _BUDGET.search(str(text))
+        if found:
+            return f"{namespace}/{found.group(1)}"
+    return ""
 
 
 def _message(error: client.ApiException) -> str:
@@ -100,6 +122,9 @@ def evict(
         except client.ApiException as error:
             if error.status == 429:
                 result.blocked[pod.key] = _message(error)
+                budget = budget_name(error, namespace=pod.namespace)
+                if budget:
+                    result.budgets[pod.key] = budget
                 backoff.refused(pod.key, now)
             elif error.status == 404:
                 result.gone.append(pod.key)

@@ -4,8 +4,11 @@ The Node names its BMC with two annotations, written by whoever provisions
 the machine: ``pitcrew.dev/bmc-endpoint`` (``https://10.1.2.3``) and
 ``pitcrew.dev/bmc-system`` (``/redfish/v1/Systems/1``). Credentials come
 from the Secret the policy names (``username``, ``password``). The reset type
-is ``ForceRestart`` when the system supports it, else ``PowerCycle``: the
-node is drained, and a hung GPU node rarely honours a graceful restart.
+is ``ForceRestart`` when the system supports it, else ``PowerCycle``, else
+``GracefulRestart``: the node is drained, and a hung GPU node rarely honours
+a graceful restart. Never ``ForceOff``: a node powered off is not rebooted,
+and nothing in Pitcrew would turn it back on; a BMC that offers no restart
+is a failed start with a message that says so.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from kubernetes import client
 from pitcrew.api.vocabulary import BMC_ENDPOINT_ANNOTATION, BMC_SYSTEM_ANNOTATION
 from pitcrew.remediators.base import RemediationError, RemediationRequest
 
-PREFERRED_RESETS = ("ForceRestart", "PowerCycle", "ForceOff")
+PREFERRED_RESETS = ("ForceRestart", "PowerCycle", "GracefulRestart")
 
 
 def _credentials(api: client.ApiClient, request: RemediationRequest) -> tuple[str, str]:
@@ -70,7 +73,12 @@ class RedfishReboot:
             allowed = {
                 getattr(v, "value", str(v)) for v in system.get_allowed_reset_system_values()
             }
-            reset = next((r for r in PREFERRED_RESETS if r in allowed), "ForceRestart")
+            reset = next((r for r in PREFERRED_RESETS if r in allowed), None)
+            if reset is None:
+                raise RemediationError(
+                    f"Redfish {endpoint}{system_path} offers no restart (allowed: "
+                    f"{', '.join(sorted(allowed)) or 'none'}); not powering the node off"
+                )
             system.reset_system(sushy.ResetType(reset))
         except sushy.exceptions.SushyError as error:
             raise RemediationError(f"Redfish {endpoint}{system_path}: {error}") from None

@@ -119,7 +119,7 @@ def test_pdb_blocks_the_drain_until_it_allows_it(
         lambda: (fleet.gpunode(node)["status"].get("drain") or {}).get("blockedBy"),
         what="blockedBy in drain status",
     )
-    assert "disruption budget" in blocked
+    assert blocked == f"{workload_namespace}/protected"  # the budget by name
     assert fleet.pod_exists(workload_namespace, "protected-0")
     assert fleet.phase(node) == "Draining"
     policy.delete_namespaced_pod_disruption_budget("protected", workload_namespace)

@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 from typing import Any
 
-from shell_fakes import HeldPool, Shell, gpunode, healthy_status, node_object, policy_object
+from shell_fakes import (
+    HeldPool,
+    Shell,
+    gpunode,
+    healthy_status,
+    node_object,
+    policy_object,
+    version,
+)
 
 from pitcrew.api.gpunode import Phase
 from pitcrew.api.vocabulary import UNHEALTHY
@@ -186,3 +195,30 @@ def test_a_policy_that_does_not_parse_stops_only_its_own_nodes() -> None:
     assert written["cooldownUntil"] == "2026-12-01T12:30:00+00:00"  # nothing forgotten
     (valid,) = [c for c in written["conditions"] if c["type"] == "Valid"]
     assert (valid["status"], valid["reason"]) == ("False", "SpecUnreadable")
+
+
+def test_a_node_no_policy_manages_any_more_loses_pitcrews_marks() -> None:
+    shell = settled_fleet()
+    shell.fail("n1")
+    shell.settle()
+    assert shell.store.nodes["n1"]["spec"].get("unschedulable") is True
+    relabelled = copy.deepcopy(shell.store.nodes["n1"])
+    relabelled["metadata"]["labels"] = {"pool": "elsewhere"}
+    relabelled["metadata"]["resourceVersion"] = version()
+    shell.store.put("node", relabelled)
+    shell.round("n1")
+    released = shell.store.nodes["n1"]
+    assert not released["spec"].get("unschedulable")
+    assert not released["spec"].get("taints")
+    assert "Unmanaged" in shell.events.reasons("Node")
+
+
+def test_a_cordon_someone_else_made_stays_when_no_policy_manages_the_node() -> None:
+    shell = settled_fleet()
+    theirs = copy.deepcopy(shell.store.nodes["n2"])
+    theirs["metadata"]["labels"] = {"pool": "elsewhere"}
+    theirs["spec"]["unschedulable"] = True
+    theirs["metadata"]["resourceVersion"] = version()
+    shell.store.put("node", theirs)
+    shell.round("n2")
+    assert shell.cluster.writes("edit_node") == []

@@ -84,3 +84,15 @@ def test_status_lists_pools_and_nodes_out_of_service() -> None:
     assert "95.5%" in table
     assert "closed (dry run)" in table
     assert "XidFatal" in table
+
+
+def test_status_reads_pause_where_the_policy_keeps_it() -> None:
+    policies = [
+        {"metadata": {"name": "paused"}, "spec": {"safety": {"paused": True}}, "status": {}},
+        {"metadata": {"name": "running"}, "spec": {"safety": {}}, "status": {}},
+    ]
+    report = fleet_status.build(policies=policies, gpunodes=[], now=NOW)
+    assert {p["pool"]: p["paused"] for p in report["pools"]} == {
+        "paused": True,
+        "running": False,
+    }

@@ -175,3 +175,22 @@ def test_wait_on_timeout_waits_for_pods_stuck_terminating() -> None:
     )
     assert decision.phase is Phase.DRAINING
     assert kinds(decision.actions) == []
+
+
+def test_a_checkpoint_aware_drain_waits_only_for_training_pods() -> None:
+    mixed = pitcrew_cordoned(
+        node(pods=(pod("trainer-0"), pod("log-shipper", job=""))), QUARANTINE_TAINT
+    )
+    suspect = node_status(Phase.SUSPECT, checks=report(finding(FaultClass.DEGRADED)), since=T0)
+    waiting = decide(
+        state=state(mixed, suspect), policy=policy(), fleet=fleet(suspect=1), now=LATER
+    )
+    assert waiting.phase is Phase.SUSPECT  # the trainer has not checkpointed
+    checkpointed = pitcrew_cordoned(
+        node(pods=(pod("trainer-0", checkpoint_at=LATER), pod("log-shipper", job=""))),
+        QUARANTINE_TAINT,
+    )
+    going = decide(
+        state=state(checkpointed, suspect), policy=policy(), fleet=fleet(suspect=1), now=LATER
+    )
+    assert going.phase is Phase.DRAINING  # the log shipper is not waited for
