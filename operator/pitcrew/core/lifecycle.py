@@ -186,9 +186,10 @@ class _Builder:
 
     @property
     def cordon_observed(self) -> bool:
-        """Pitcrew's cordon and quarantine taint are on the Node as this decision sees it
-        (not merely planned by it)."""
-        return self.node.cordoned_by_pitcrew and self.node.has_taint(QUARANTINE_TAINT)
+        """The Node, as this decision sees it (not as it plans it), is cordoned (by
+        Pitcrew or by a person: either keeps new pods off) and carries Pitcrew's
+        quarantine taint."""
+        return self.node.unschedulable and self.node.has_taint(QUARANTINE_TAINT)
 
     def ensure_cordon(self, taint: str, value: str, reason: str) -> None:
         planned = any(isinstance(x, a.Cordon) and x.taint == taint for x in self.actions)

@@ -13,7 +13,7 @@ from pitcrew.api.policy import RemediationAction
 from pitcrew.api.vocabulary import QUARANTINE_TAINT
 from pitcrew.core import actions as a
 from pitcrew.core.lifecycle import decide
-from pitcrew.core.views import PodView
+from pitcrew.core.views import PodView, Taint
 
 LATER = T0 + datetime.timedelta(minutes=1)
 FATAL = FaultClass.FATAL
@@ -194,3 +194,17 @@ def test_a_checkpoint_aware_drain_waits_only_for_training_pods() -> None:
         state=state(checkpointed, suspect), policy=policy(), fleet=fleet(suspect=1), now=LATER
     )
     assert going.phase is Phase.DRAINING  # the log shipper is not waited for
+
+
+def test_a_node_a_person_cordoned_is_drained_and_repaired_all_the_same() -> None:
+    theirs = node(cordoned_by="kubectl")
+    first = decide(
+        state=state(theirs, node_status(checks=report(finding(FATAL)))),
+        policy=policy(),
+        fleet=fleet(),
+        now=T0,
+    )
+    assert kinds(first.actions) == [a.Cordon]  # Pitcrew's taint; the cordon is theirs
+    tainted = node(cordoned_by="kubectl", taints=(Taint(QUARANTINE_TAINT, "Xid"),))
+    second = decide(state=state(tainted, first.status), policy=policy(), fleet=fleet(), now=T0)
+    assert second.phase is Phase.REMEDIATING

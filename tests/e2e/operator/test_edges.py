@@ -1,0 +1,147 @@
+"""Edges: dry run turned off, an operator restarted mid-repair, a pod stuck terminating."""
+
+from __future__ import annotations
+
+import time
+
+from fleet import NAMESPACE, Fleet, eventually
+from kubernetes import client
+
+from pitcrew.sim.stack import SimStack
+
+FATAL_XID = [{"type": "xid", "gpu": 0, "code": 79}]
+
+
+def guard(api: client.ApiClient, namespace: str, labels: dict[str, str]) -> None:
+    """A PodDisruptionBudget that refuses every eviction of the pods it selects."""
+    client.PolicyV1Api(api).create_namespaced_pod_disruption_budget(
+        namespace,
+        {
+            "metadata": {"name": "frozen"},
+            "spec": {"maxUnavailable": 0, "selector": {"matchLabels": labels}},
+        },
+    )
+
+
+def reset_jobs(api: client.ApiClient, node: str) -> list[client.V1Job]:
+    found = client.BatchV1Api(api).list_namespaced_job(
+        NAMESPACE, label_selector=f"pitcrew.dev/node={node},pitcrew.dev/remediation=reset-gpu"
+    )
+    return list(found.items)
+
+
+def test_turning_dry_run_off_starts_no_remediation_while_pods_run(
+    fleet_factory: type[Fleet], workload_namespace: str, api_client: client.ApiClient
+) -> None:
+    fleet = fleet_factory(size=2)
+    fleet.policy(safety={"dryRun": True, "drain": {"timeout": "5s"}})
+    node = fleet.nodes[0]
+    fleet.wait_phase(node, "Healthy")
+    labels = {"app": "frozen"}
+    fleet.pod(workload_namespace, "trainer-0", node, labels=labels)
+    guard(api_client, workload_namespace, labels)
+    fleet.inject(node, FATAL_XID)
+    fleet.wait_phase(node, "Quarantined", timeout=20)
+    time.sleep(8)  # past the drain timeout: in a dry run nothing may count as progress
+    assert fleet.phase(node) == "Quarantined"
+    fleet.custom.patch_cluster_custom_object(
+        "pitcrew.dev",
+        "v1alpha1",
+        "gpuhealthpolicies",
+        fleet.group,
+        {"spec": {"safety": {"dryRun": False, "drain": {"timeout": "10m"}}}},
+    )
+    fleet.wait_phase(node, "Draining", timeout=20)
+    time.sleep(8)
+    status = fleet.gpunode(node)["status"]
+    assert status["phase"] == "Draining"  # the pod still runs: no rung
+    assert not status.get("remediations")
+    assert reset_jobs(api_client, node) == []
+    assert fleet.pod_running(workload_namespace, "trainer-0")
+
+
+def test_a_restarted_operator_resumes_draining_and_remediating_nodes_as_they_were(
+    fleet_factory: type[Fleet],
+    workload_namespace: str,
+    api_client: client.ApiClient,
+    pitcrew: SimStack,
+) -> None:
+    fleet = fleet_factory(size=4)
+    fleet.policy(
+        safety={"maxUnhealthy": 2, "maxConcurrentRemediations": 2, "maxConcurrentDrains": 2},
+        remediation={"ladders": {"fatal": [{"action": "reset-gpu", "timeout": "30m"}]}},
+    )
+    draining, remediating = fleet.nodes[0], fleet.nodes[1]
+    for node in (draining, remediating):
+        fleet.wait_phase(node, "Healthy")
+    labels = {"app": "frozen"}
+    fleet.pod(workload_namespace, "trainer-0", draining, labels=labels)
+    guard(api_client, workload_namespace, labels)
+    fleet.core.patch_node(
+        remediating,
+        {"metadata": {"annotations": {"sim.pitcrew.dev/repair-fails": "reset-gpu"}}},
+    )
+    fleet.inject(draining, FATAL_XID)
+    fleet.inject(remediating, FATAL_XID)
+    fleet.wait_phase(draining, "Draining", timeout=30)
+    fleet.wait_phase(remediating, "Remediating", timeout=30)
+    eventually(lambda: reset_jobs(api_client, remediating), what="the reset Job")
+    before = {n: fleet.gpunode(n)["status"] for n in (draining, remediating)}
+    leader = next(n for n in pitcrew.running if n.startswith("operator"))
+    for name in [n for n in pitcrew.running if n.startswith("operator")]:
+        pitcrew.kill(name)  # SIGKILL: the successor starts from the cluster alone
+    pitcrew.start_operator(leader)
+    eventually(
+        lambda: "initial lists complete" in pitcrew.log(leader).split("is the leader")[-1],
+        timeout=60,
+        what="the restarted operator to list the cluster",
+    )
+    time.sleep(6)  # several rounds and resyncs of the new leader
+    for node, old in before.items():
+        new = fleet.gpunode(node)["status"]
+        assert new["phase"] == old["phase"], node
+        assert new["history"] == old["history"], node
+        assert new.get("remediations") == old.get("remediations"), node
+        assert (new.get("drain") or {}).get("startedAt") == (old.get("drain") or {}).get(
+            "startedAt"
+        ), node
+        assert new.get("remediation") == old.get("remediation"), node
+    assert len(reset_jobs(api_client, remediating)) == 1
+    assert fleet.pod_running(workload_namespace, "trainer-0")
+
+
+def test_a_pod_stuck_terminating_releases_the_drain_after_its_timeout(
+    fleet_factory: type[Fleet], workload_namespace: str, api_client: client.ApiClient
+) -> None:
+    fleet = fleet_factory(size=2)
+    fleet.policy(
+        safety={"drain": {"timeout": "10s"}},
+        remediation={"ladders": {"fatal": [{"action": "reset-gpu", "timeout": "30m"}]}},
+    )
+    node = fleet.nodes[0]
+    fleet.wait_phase(node, "Healthy")
+    fleet.pod(workload_namespace, "stuck-0", node)
+    fleet.core.patch_namespaced_pod(
+        "stuck-0",
+        workload_namespace,
+        {"metadata": {"finalizers": ["e2e.pitcrew.dev/hold"]}},
+    )
+    try:
+        fleet.inject(node, FATAL_XID)
+        fleet.wait_phase(node, "Draining", timeout=20)
+        eventually(
+            lambda: (
+                fleet.core.read_namespaced_pod(
+                    "stuck-0", workload_namespace
+                ).metadata.deletion_timestamp
+            ),
+            what="the pod terminating (held by its finalizer)",
+        )
+        status = fleet.wait_phase(node, "Remediating", "Validating", "Healthy", timeout=60)
+        history = [h["to"] for h in status["status"]["history"]]
+        assert "Remediating" in history or status["status"]["phase"] == "Remediating"
+        fleet.wait_events(node, "DrainTimeoutTerminating")
+    finally:
+        fleet.core.patch_namespaced_pod(
+            "stuck-0", workload_namespace, {"metadata": {"finalizers": None}}
+        )
