@@ -14,6 +14,7 @@ from pitcrew.core.views import FleetView, NodeState, NodeView, PodView, PolicyVi
 T0 = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)
 POLICY_CREATED = T0 - datetime.timedelta(days=30)
 SELECTOR = {"matchLabels": {"nvidia.com/gpu.present": "true"}}
+PROBE_JOB = "pitcrew-probe-gpu-node-0001-1"
 
 
 def policy(**spec: Any) -> PolicyView:
@@ -55,6 +56,11 @@ def status(
     checks: ChecksStatus | None = None,
     **fields: Any,
 ) -> GPUNodeStatus:
+    probe = fields.get("probe")
+    if probe is not None:
+        # A probe report comes from the probe Job the validation started.
+        fields["probe"] = probe if probe.job else probe.model_copy(update={"job": PROBE_JOB})
+        fields.setdefault("probe_job", fields["probe"].job)
     return GPUNodeStatus(
         phase=phase,
         phase_since=since,

@@ -67,6 +67,13 @@ class ChecksStatus(ApiModel):
     backend: str = Field(default="", max_length=16)
     suite: str = Field(default="", max_length=16)
     results: list[CheckResult] = Field(default_factory=list, max_length=1024)
+    job: str = Field(
+        default="",
+        max_length=63,
+        description="The probe Job that wrote this report (probe reports only): validation "
+        "counts a report by the Job's name, never by comparing the node's clock with the "
+        "operator's.",
+    )
 
 
 class RemediationStatus(ApiModel):
@@ -116,6 +123,14 @@ class GPUNodeStatus(ApiModel):
         default=None, description="Latest active validation report, written by the probe pod."
     )
     last_heartbeat: datetime.datetime | None = None
+    probe_job: str = Field(
+        default="",
+        max_length=63,
+        description="The probe Job validation waits for; only its report counts.",
+    )
+    probe_attempts: int = Field(
+        default=0, ge=0, description="Probes started in this validation (bounded, then escalated)."
+    )
     remediation: RemediationStatus | None = None
     drain: DrainStatus | None = None
     remediations: list[datetime.datetime] = Field(

@@ -220,7 +220,7 @@ def _probe_pair(args: argparse.Namespace) -> int:
 def _probe(args: argparse.Namespace) -> int:
     from pitcrew.node import probe  # noqa: PLC0415
 
-    return probe.run(node=args.node, suite=args.suite, kubeconfig=args.kubeconfig)
+    return probe.run(node=args.node, suite=args.suite, job=args.job, kubeconfig=args.kubeconfig)
 
 
 Commands = Any  # argparse's private _SubParsersAction
@@ -299,6 +299,7 @@ def _add_runtime(commands: Commands) -> None:
     probe_cmd = commands.add_parser("probe", help="run a validation suite here (probe pod)")
     probe_cmd.add_argument("--node", required=True)
     probe_cmd.add_argument("--suite", default="standard")
+    probe_cmd.add_argument("--job", default="", help="this probe's Job name (set by the operator)")
     probe_cmd.add_argument("--kubeconfig", default=None)
     probe_cmd.set_defaults(handler=_probe)
 

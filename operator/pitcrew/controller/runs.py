@@ -18,7 +18,7 @@ from typing import Any, cast
 from kubernetes import client
 
 from gpuhealth.report import CheckResult, CheckStatus, FaultClass, RecommendedAction
-from pitcrew.api.gpunode import ChecksStatus
+from pitcrew.api.gpunode import ChecksStatus, Phase
 from pitcrew.api.meta import API_VERSION, GROUP, VERSION
 from pitcrew.api.validationrun import (
     RunPhase,
@@ -75,6 +75,10 @@ class Runs:
                         phase=status.phase,
                         group=labels.get(spec.topology_key, ""),
                         probe=status.probe,
+                        probe_job=status.probe_job,
+                        validating_since=status.phase_since
+                        if status.phase is Phase.VALIDATING
+                        else None,
                     )
                 )
         return found
@@ -144,6 +148,9 @@ class Runs:
                     message=message[:1024],
                 )
             ],
+            # Written as the report of the probe the node's validation waits for, so
+            # the lifecycle counts it (a held node's probe passed; this verdict replaces it).
+            job=self.store.status(node).probe_job,
         )
         gpunodes.apply_status(
             self.api,

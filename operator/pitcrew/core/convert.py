@@ -73,6 +73,7 @@ def node_view(node: dict[str, Any], pods: Iterable[dict[str, Any]] = ()) -> Node
         ),
         ready=ready,
         pods=tuple(pod_view(p) for p in pods),
+        gpus=gpu_capacity(node),
     )
 
 

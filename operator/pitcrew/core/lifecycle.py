@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from gpuhealth.report import CheckStatus, FaultClass
 from pitcrew.api.gpunode import (
     HISTORY_LIMIT,
+    ChecksStatus,
     DrainStatus,
     GPUNodeStatus,
     Phase,
@@ -64,6 +65,9 @@ from pitcrew.core import safety
 from pitcrew.core.views import FleetView, NodeState, PodView, PolicyView
 
 HEARTBEAT_MISSES = 3
+PROBE_ATTEMPTS = 3
+"""Probes one validation may start (after timeouts or reports that are no verdict)
+before the node is taken out as not validatable."""
 SEVERITY = {FaultClass.FATAL: 2, FaultClass.DEGRADED: 1}
 
 
@@ -109,12 +113,29 @@ def _report_after(status: GPUNodeStatus, moment: datetime.datetime | None) -> bo
 
 
 def _probe_done(status: GPUNodeStatus) -> bool:
+    """The probe this validation started has reported: matched by the Job's name, so
+    a node whose clock runs behind or ahead of the operator's neither waits for ever
+    nor reuses an old report."""
     probe = status.probe
-    return (
-        probe is not None
-        and probe.report_time is not None
-        and (status.phase_since is None or probe.report_time > status.phase_since)
-    )
+    return probe is not None and bool(status.probe_job) and probe.job == status.probe_job
+
+
+def probe_incomplete(probe: ChecksStatus, *, gpus: int) -> str:
+    """Why a probe report is no verdict, or empty: a check that could not run (a CUDA
+    error on a broken GPU, NVML missing, an unknown model) is not a pass, and neither
+    is a probe that saw fewer GPUs than the node has (right after a reboot)."""
+    errors = [r for r in probe.results if r.status is CheckStatus.ERROR]
+    if errors:
+        return (
+            "probe could not run: "
+            + "; ".join(f"{r.name}: {r.message or 'error'}" for r in errors)[:900]
+        )
+    if not probe.results:
+        return "probe reported no results"
+    seen = {r.gpu for r in probe.results if r.gpu is not None}
+    if gpus and len(seen) < gpus:
+        return f"probe tested {len(seen)} of the node's {gpus} GPUs"
+    return ""
 
 
 def bounded_name(text: str, limit: int = 63) -> str:
@@ -127,9 +148,9 @@ def bounded_name(text: str, limit: int = 63) -> str:
     return f"{text[: limit - 11].rstrip('-')}-{digest}"
 
 
-def probe_name(node: str, since: datetime.datetime | None) -> str:
+def probe_name(node: str, since: datetime.datetime | None, attempt: int = 1) -> str:
     stamp = int(since.timestamp()) if since else 0
-    return bounded_name(f"pitcrew-probe-{node}-{stamp}")
+    return bounded_name(f"pitcrew-probe-{node}-{stamp}-{attempt}")
 
 
 def remediation_key(node: str, step: int, attempt: int, started: datetime.datetime) -> str:
@@ -357,14 +378,40 @@ def _start_validation(b: _Builder, reason: str, message: str) -> None:
     b.go(Phase.VALIDATING, reason, message)
     b.set(drain=None, remediation=None)
     b.ensure_cordon(VALIDATING_TAINT, reason, reason)
+    _start_probe(b, attempt=1)
+
+
+def _start_probe(b: _Builder, *, attempt: int) -> None:
     suite = b.policy.spec.validation.suite.value
+    name = probe_name(b.node.name, b.now, attempt)
+    b.set(probe_job=name, probe_attempts=attempt)
     b.actions.append(
         a.StartProbe(
             suite=suite,
-            name=probe_name(b.node.name, b.status.phase_since),
-            message=f"{suite} validation of {b.node.name}",
+            name=name,
+            message=f"{suite} validation of {b.node.name} (attempt {attempt}/{PROBE_ATTEMPTS})",
         )
     )
+
+
+def _retry_probe(b: _Builder, reason: str, why: str) -> None:
+    """Start the next probe of this validation, or, when they are used up, take the
+    node out: a node that cannot be validated must not go into service untested."""
+    attempts = b.status.probe_attempts
+    if attempts >= PROBE_ATTEMPTS:
+        b.go(
+            Phase.QUARANTINED,
+            "ValidationNotPossible",
+            f"{why} ({attempts} probes, none a verdict)",
+        )
+        b.ensure_cordon(QUARANTINE_TAINT, "ValidationNotPossible", "ValidationNotPossible")
+        _quarantined(b)
+        return
+    b.actions.append(
+        a.Record(reason, f"{why}; starting probe {attempts + 1} of {PROBE_ATTEMPTS}", warning=True)
+    )
+    b.set(phase_since=b.now)
+    _start_probe(b, attempt=attempts + 1)
 
 
 def _spares_wanted(b: _Builder) -> int:
@@ -406,20 +453,19 @@ def _validating(b: _Builder) -> None:
     if not _probe_done(status):
         timeout = spec.validation.timeout
         if status.phase_since is not None and b.now - status.phase_since > timeout:
-            b.actions.append(
-                a.Record(
-                    "ValidationTimedOut",
-                    f"no probe result within {spec.validation.timeout}; starting a new probe",
-                    warning=True,
-                )
-            )
-            b.set(phase_since=b.now)
-            b.actions.append(
-                a.StartProbe(suite=spec.validation.suite.value, name=probe_name(b.node.name, b.now))
-            )
+            _retry_probe(b, "ValidationTimedOut", f"no probe result within {timeout}")
+            if b.status.phase is not Phase.VALIDATING:
+                return
         b.ensure_cordon(VALIDATING_TAINT, status.reason or "Validating", "Validating")
         return
+    assert status.probe is not None  # _probe_done
     finding = worst_finding(status, probe=True)
+    incomplete = "" if finding else probe_incomplete(status.probe, gpus=b.node.gpus)
+    if incomplete:
+        _retry_probe(b, "ProbeIncomplete", incomplete)
+        if b.status.phase is Phase.VALIDATING:
+            b.ensure_cordon(VALIDATING_TAINT, status.reason or "Validating", "Validating")
+        return
     if finding is None and b.node.validation_requested:
         b.go(Phase.VALIDATING, "ValidationRunHold", "passed; held for the run's pair tests")
         return

@@ -56,6 +56,10 @@ class Candidate:
     group: str
     """Value of the run's topology label (rack, leaf switch)."""
     probe: ChecksStatus | None = None
+    probe_job: str = ""
+    """The probe Job the node's validation waits for (its GPUNode's ``probeJob``)."""
+    validating_since: datetime.datetime | None = None
+    """When its current validation began (operator clock), if it is Validating."""
 
 
 @dataclass(frozen=True)
@@ -84,14 +88,21 @@ def _single_result(node: NodeResult, candidate: Candidate) -> NodeResult:
         return node.model_copy(
             update={"result": FAIL, "message": f"validation failed: node is {candidate.phase}"}
         )
+    # The report must be the one of the probe started for this run: matched by the
+    # Job's name, and that validation began after the run asked for the node (both
+    # times are the operator's own, never the node's clock).
     if (
         probe is None
-        or probe.report_time is None
         or node.started_at is None
-        or probe.report_time <= node.started_at
+        or not candidate.probe_job
+        or probe.job != candidate.probe_job
+        or candidate.validating_since is None
+        or candidate.validating_since < node.started_at
     ):
         return node
     failing = [c for c in probe.results if c.status is CheckStatus.FAIL]
+    if not failing and any(c.status is CheckStatus.ERROR for c in probe.results):
+        return node  # a probe that could not run is no verdict: the lifecycle retries it
     busbw = next((c.observed for c in probe.results if c.name == "nccl-allreduce"), None)
     if failing:
         return node.model_copy(

@@ -71,6 +71,8 @@ class NodeView:
     taints: tuple[Taint, ...] = ()
     ready: bool = True
     pods: tuple[PodView, ...] = ()
+    gpus: int = 0
+    """The node's ``nvidia.com/gpu`` capacity: a probe must have tested this many."""
 
     @property
     def opted_out(self) -> bool:

@@ -104,7 +104,7 @@ def probe_job(
     container = {
         "name": "probe",
         "image": image,
-        "command": ["pitcrew", "probe", "--node", node, "--suite", suite],
+        "command": ["pitcrew", "probe", "--node", node, "--suite", suite, "--job", name],
         "resources": {
             "requests": {**requested.get("requests", {}), **gpu},
             "limits": {**requested.get("limits", {}), **gpu},

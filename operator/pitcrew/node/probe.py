@@ -32,7 +32,9 @@ from pitcrew.kube.client import api_client, retrying
 SUITES = {"quick": "quick", "standard": "full", "burn-in": "full"}
 
 
-def run(*, node: str, suite: str, kubeconfig: str | None = None) -> int:
+def run(*, node: str, suite: str, job: str, kubeconfig: str | None = None) -> int:
+    """Run ``suite`` on this node's GPUs and write the report, named for its Job, into
+    the GPUNode's status (only a report of the Job it started counts for validation)."""
     api = api_client(kubeconfig)
     try:
         checker = Checker(backend=NvmlBackend(kernel_log=None), node=node)
@@ -41,7 +43,7 @@ def run(*, node: str, suite: str, kubeconfig: str | None = None) -> int:
     except BackendUnavailableError as error:
         results = [CheckResult(name="backend", status=CheckStatus.ERROR, message=str(error))]
         when, backend = datetime.datetime.now(datetime.UTC), "nvml"
-    probe = ChecksStatus(report_time=when, backend=backend, suite=suite, results=results)
+    probe = ChecksStatus(report_time=when, backend=backend, suite=suite, results=results, job=job)
     gpunodes.apply_status(
         api,
         node=node,

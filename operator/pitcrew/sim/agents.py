@@ -174,7 +174,7 @@ class SimAgents:
         if sim is None or suite is None or job in sim.probed:
             return
         sim.probed.add(job)
-        self.urgent.submit(self._probe, sim, suite)
+        self.urgent.submit(self._probe, sim, suite, job)
 
     def _on_pair_pod(self, pod: dict[str, Any], labels: dict[str, str]) -> None:
         """Answer a pair test as its rank-0 pod would, from both nodes' simulated NICs."""
@@ -205,13 +205,17 @@ class SimAgents:
                 run,
             )
 
-    def _probe(self, sim: SimNode, suite: str) -> None:
+    def _probe(self, sim: SimNode, suite: str, job: str) -> None:
         try:
             report = sim.checker.run(
                 suite=PROBE_SUITES.get(suite, "full"), probes=SimProbes(sim.backend)
             )
             probe = ChecksStatus(
-                report_time=report.time, backend=report.backend, suite=suite, results=report.checks
+                report_time=report.time,
+                backend=report.backend,
+                suite=suite,
+                results=report.checks,
+                job=job,
             )
             gpunodes.apply_status(
                 self.api,

@@ -36,7 +36,9 @@ def probe(at: datetime.datetime, *, failing: bool = False, busbw: float = 470.0)
                 message="slow GEMM",
             )
         )
-    return ChecksStatus(report_time=at, backend="sim", suite="standard", results=results)
+    return ChecksStatus(
+        report_time=at, backend="sim", suite="standard", results=results, job="probe-job"
+    )
 
 
 def candidates(
@@ -53,6 +55,8 @@ def candidates(
             phase=Phase.VALIDATING if probe_at else Phase.HEALTHY,
             group=f"rack-{i % groups}",
             probe=probe(probe_at, failing=n in failing) if probe_at else None,
+            probe_job="probe-job" if probe_at else "",
+            validating_since=probe_at,
         )
         for i, n in enumerate(names)
     ]
@@ -201,3 +205,57 @@ def test_pair_result_model_accepts_what_the_probe_writes() -> None:
         {"name": "a--b", "nodes": ["a", "b"], "result": "pass", "busbwGbps": 391.2}
     )
     assert pair.busbw_gbps == 391.2
+
+
+def test_a_probe_counts_by_its_job_whatever_the_nodes_clock_says() -> None:
+    started = plan(spec=spec(), status=ValidationRunStatus(), candidates=candidates(2), now=T0)
+    later = T0 + datetime.timedelta(minutes=5)
+    skewed = [
+        Candidate(
+            name=c.name,
+            phase=Phase.VALIDATING,
+            group=c.group,
+            probe=probe(T0 - datetime.timedelta(hours=3)),  # the node's clock is behind
+            probe_job="probe-job",
+            validating_since=T0 + datetime.timedelta(seconds=1),
+        )
+        for c in candidates(2)
+    ]
+    done = plan(spec=spec(), status=started.status, candidates=skewed, now=later)
+    assert [n.result for n in done.status.nodes] == [PASS, PASS]
+    stale = [
+        Candidate(
+            name=c.name,
+            phase=Phase.VALIDATING,
+            group=c.group,
+            probe=probe(later + datetime.timedelta(hours=3)),  # ahead, and of an older Job
+            probe_job="the-current-job",
+            validating_since=T0 + datetime.timedelta(seconds=1),
+        )
+        for c in candidates(2)
+    ]
+    waiting = plan(spec=spec(), status=started.status, candidates=stale, now=later)
+    assert PASS not in [n.result for n in waiting.status.nodes]
+
+
+def test_a_probe_that_could_not_run_is_no_pass() -> None:
+    started = plan(spec=spec(), status=ValidationRunStatus(), candidates=candidates(1), now=T0)
+    broken = ChecksStatus(
+        report_time=T0,
+        backend="nvml",
+        suite="standard",
+        results=[CheckResult(name="gemm", status=CheckStatus.ERROR, message="CUDA error")],
+        job="probe-job",
+    )
+    errored = [
+        Candidate(
+            name="n0",
+            phase=Phase.VALIDATING,
+            group="rack-0",
+            probe=broken,
+            probe_job="probe-job",
+            validating_since=T0 + datetime.timedelta(seconds=1),
+        )
+    ]
+    result = plan(spec=spec(), status=started.status, candidates=errored, now=T0)
+    assert [n.result for n in result.status.nodes] != [PASS]

@@ -1,0 +1,124 @@
+"""Validation passes only on a verdict: the right probe, every GPU, nothing that could not run."""
+
+from __future__ import annotations
+
+import datetime
+
+from lifecycle_data import T0, fleet, node, pitcrew_cordoned, policy, report, state, status
+
+from gpuhealth.report import CheckResult, CheckStatus
+from pitcrew.api.gpunode import ChecksStatus, Phase
+from pitcrew.api.vocabulary import VALIDATING_TAINT
+from pitcrew.core import actions as a
+from pitcrew.core.lifecycle import PROBE_ATTEMPTS, decide
+from pitcrew.core.views import NodeView
+
+LATER = T0 + datetime.timedelta(minutes=1)
+JOB = "pitcrew-probe-n-1"
+
+
+def validating_node(gpus: int = 8) -> NodeView:
+    view = pitcrew_cordoned(node(), VALIDATING_TAINT)
+    return NodeView(
+        name=view.name,
+        created=view.created,
+        labels=view.labels,
+        annotations=view.annotations,
+        unschedulable=True,
+        taints=view.taints,
+        gpus=gpus,
+    )
+
+
+def probe_of(*results: CheckResult, job: str = JOB, at: datetime.datetime = LATER) -> ChecksStatus:
+    return ChecksStatus(
+        report_time=at, backend="nvml", suite="standard", results=list(results), job=job
+    )
+
+
+def passing(gpus: int) -> list[CheckResult]:
+    return [CheckResult(name="gemm", status=CheckStatus.PASS, gpu=g) for g in range(gpus)]
+
+
+def decide_validating(probe: ChecksStatus, *, attempts: int = 1, gpus: int = 8) -> object:
+    return decide(
+        state=state(
+            validating_node(gpus),
+            status(Phase.VALIDATING, probe=probe, probe_job=JOB, probe_attempts=attempts),
+        ),
+        policy=policy(),
+        fleet=fleet(validating=1),
+        now=LATER,
+    )
+
+
+def test_a_probe_that_could_not_run_is_retried_not_passed() -> None:
+    crashed = probe_of(
+        *passing(7), CheckResult(name="gemm", status=CheckStatus.ERROR, gpu=7, message="CUDA error")
+    )
+    decision = decide_validating(crashed)
+    assert decision.phase is Phase.VALIDATING
+    (start,) = [x for x in decision.actions if isinstance(x, a.StartProbe)]
+    assert decision.status.probe_job == start.name != JOB
+    assert decision.status.probe_attempts == 2
+    assert "CUDA error" in next(
+        x.message for x in decision.actions if x.reason == "ProbeIncomplete"
+    )
+
+
+def test_a_probe_that_saw_fewer_gpus_than_the_node_has_is_no_verdict() -> None:
+    decision = decide_validating(probe_of(*passing(6)))
+    assert decision.phase is Phase.VALIDATING
+    assert "6 of the node's 8 GPUs" in next(
+        x.message for x in decision.actions if isinstance(x, a.Record)
+    )
+
+
+def test_a_complete_passing_probe_of_the_awaited_job_returns_the_node_to_service() -> None:
+    decision = decide_validating(probe_of(*passing(8)))
+    assert decision.phase is Phase.HEALTHY
+
+
+def test_a_node_that_cannot_be_validated_is_taken_out_after_its_last_attempt() -> None:
+    crashed = probe_of(CheckResult(name="backend", status=CheckStatus.ERROR, message="no NVML"))
+    decision = decide_validating(crashed, attempts=PROBE_ATTEMPTS)
+    assert decision.phase is Phase.QUARANTINED
+    assert decision.status.reason == "ValidationNotPossible"
+
+
+def test_the_validation_timeout_escalates_instead_of_retrying_for_ever() -> None:
+    stale = probe_of(*passing(8), job="an-older-probe")
+    phases = []
+    current = status(Phase.VALIDATING, since=T0, probe=stale, probe_job=JOB, probe_attempts=1)
+    moment = T0
+    for _ in range(PROBE_ATTEMPTS + 1):
+        moment += datetime.timedelta(minutes=31)
+        decision = decide(
+            state=state(validating_node(), current), policy=policy(), fleet=fleet(), now=moment
+        )
+        current = decision.status
+        phases.append(decision.phase)
+    assert phases[: PROBE_ATTEMPTS - 1] == [Phase.VALIDATING] * (PROBE_ATTEMPTS - 1)
+    assert Phase.QUARANTINED in phases
+
+
+def test_a_report_of_another_probe_never_counts_whatever_its_time() -> None:
+    ahead = probe_of(*passing(8), job="an-older-probe", at=LATER + datetime.timedelta(days=1))
+    decision = decide_validating(ahead)
+    assert decision.phase is Phase.VALIDATING
+    assert not [x for x in decision.actions if isinstance(x, a.StartProbe)]
+
+
+def test_a_passing_report_of_the_awaited_probe_counts_with_a_node_clock_behind() -> None:
+    behind = probe_of(*passing(8), at=T0 - datetime.timedelta(hours=6))
+    assert decide_validating(behind).phase is Phase.HEALTHY
+
+
+def test_the_agent_report_alone_never_validates() -> None:
+    decision = decide(
+        state=state(validating_node(), status(Phase.VALIDATING, checks=report(at=LATER))),
+        policy=policy(),
+        fleet=fleet(),
+        now=LATER,
+    )
+    assert decision.phase is Phase.VALIDATING
