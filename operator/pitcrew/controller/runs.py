@@ -26,7 +26,13 @@ from pitcrew.api.validationrun import (
     ValidationRunSpec,
     ValidationRunStatus,
 )
-from pitcrew.api.vocabulary import OPERATOR_MANAGER, PROBE_MANAGER, VALIDATION_REQUEST, account_name
+from pitcrew.api.vocabulary import (
+    OPERATOR_MANAGER,
+    PROBE_MANAGER,
+    VALIDATION_REQUEST,
+    VALIDATION_SUITE,
+    account_name,
+)
 from pitcrew.controller.settings import OperatorSettings
 from pitcrew.controller.store import Store
 from pitcrew.core.convert import gpu_capacity, matches
@@ -47,12 +53,16 @@ class Runs:
         self.custom = client.CustomObjectsApi(api)
 
     def active(self) -> bool:
-        return any(
+        return self.stranded() or any(
             (r.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
             for r in self.store.runs.values()
         )
 
     def step(self, now: datetime.datetime) -> None:
+        try:
+            self.sweep()
+        except Exception:
+            logger.exception("releasing nodes of deleted ValidationRuns failed; retried")
         for run in list(self.store.runs.values()):
             try:
                 self._step(run, now)
@@ -90,12 +100,14 @@ class Runs:
         if status.phase in (RunPhase.SUCCEEDED, RunPhase.FAILED):
             return
         result = plan(spec=spec, status=status, candidates=self._candidates(spec), now=now)
-        self._requests(name, result)
+        # Blame before release: a blamed node released first could be decided back
+        # into service before its failing verdict lands.
+        for node, message in result.blame.items():
+            self._blame(node, message)
+        self._requests(name, result, spec.suite.value)
         self._write(run, result.status)  # pair entries exist before their probes report
         for pair in result.start_pairs:
             self._start_pair(name, spec, pair.name, pair.attempt, pair.nodes)
-        for node, message in result.blame.items():
-            self._blame(node, message)
         if result.status.phase is not status.phase:
             self.recorder.emit(
                 Ref(ValidationRun.KIND, name, API_VERSION, run["metadata"].get("uid", "")),
@@ -105,13 +117,30 @@ class Runs:
                 warning=result.status.phase is RunPhase.FAILED,
             )
 
-    def _requests(self, run: str, result: RunPlan) -> None:
+    def sweep(self) -> None:
+        """Release nodes held by a run that no longer exists (deleted mid-run): they
+        would otherwise stay cordoned and held for ever."""
+        for name, node in self.store.nodes.items():
+            holder = (node["metadata"].get("annotations") or {}).get(VALIDATION_REQUEST)
+            if holder and holder not in self.store.runs:
+                logger.info("releasing %s: its ValidationRun %s is gone", name, holder)
+                nodes.annotate(self.api, name, {VALIDATION_REQUEST: None, VALIDATION_SUITE: None})
+
+    def stranded(self) -> bool:
+        """Some node is held by a run that no longer exists."""
+        return any(
+            (holder := (n["metadata"].get("annotations") or {}).get(VALIDATION_REQUEST))
+            and holder not in self.store.runs
+            for n in self.store.nodes.values()
+        )
+
+    def _requests(self, run: str, result: RunPlan, suite: str) -> None:
         for name, node in self.store.nodes.items():
             holder = (node["metadata"].get("annotations") or {}).get(VALIDATION_REQUEST)
             if name in result.requested and holder != run:
-                nodes.annotate(self.api, name, {VALIDATION_REQUEST: run})
+                nodes.annotate(self.api, name, {VALIDATION_REQUEST: run, VALIDATION_SUITE: suite})
             elif name not in result.requested and holder == run:
-                nodes.annotate(self.api, name, {VALIDATION_REQUEST: None})
+                nodes.annotate(self.api, name, {VALIDATION_REQUEST: None, VALIDATION_SUITE: None})
 
     def _address(self, node: str) -> str:
         addresses = (self.store.nodes.get(node, {}).get("status") or {}).get("addresses") or []
@@ -152,12 +181,13 @@ class Runs:
             # the lifecycle counts it (a held node's probe passed; this verdict replaces it).
             job=self.store.status(node).probe_job,
         )
-        gpunodes.apply_status(
+        written = gpunodes.apply_status(
             self.api,
             node=node,
             status={"probe": report.model_dump(mode="json", by_alias=True, exclude_none=True)},
             manager=PROBE_MANAGER,
         )
+        self.store.put("gpunode", written)  # seen by the next decision, before the release
 
     def _write(self, run: dict[str, Any], status: ValidationRunStatus) -> None:
         body_status = status.model_dump(

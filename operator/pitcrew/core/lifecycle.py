@@ -382,7 +382,8 @@ def _start_validation(b: _Builder, reason: str, message: str) -> None:
 
 
 def _start_probe(b: _Builder, *, attempt: int) -> None:
-    suite = b.policy.spec.validation.suite.value
+    # A ValidationRun's own suite wins over the policy's (a run may ask for burn-in).
+    suite = b.node.validation_suite or b.policy.spec.validation.suite.value
     name = probe_name(b.node.name, b.now, attempt)
     b.set(probe_job=name, probe_attempts=attempt)
     b.actions.append(

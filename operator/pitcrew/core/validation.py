@@ -118,25 +118,29 @@ def _single_result(node: NodeResult, candidate: Candidate) -> NodeResult:
 
 
 def _pairs(nodes: list[Candidate], spec: ValidationRunSpec) -> list[tuple[str, str]]:
-    """First-round partners, ordered by topology group."""
+    """First-round partners. ``within``: each topology group is paired on its own, so
+    no pair crosses a group; ``across``: groups are interleaved so that neighbours
+    come from different groups."""
     ordered = sorted(nodes, key=lambda c: (c.group, c.name))
-    if len(ordered) < 2:
+    groups: dict[str, list[str]] = {}
+    for c in ordered:
+        groups.setdefault(c.group, []).append(c.name)
+    ring = spec.nccl_pairing is NcclPairing.RING
+    if spec.pairing_scope is PairingScope.WITHIN:
+        return [pair for members in groups.values() for pair in _pair_up(members, ring=ring)]
+    interleaved: list[str] = []
+    queues = list(groups.values())
+    while any(queues):
+        for queue in queues:
+            if queue:
+                interleaved.append(queue.pop(0))
+    return _pair_up(interleaved, ring=ring)
+
+
+def _pair_up(names: list[str], *, ring: bool) -> list[tuple[str, str]]:
+    if len(names) < 2:
         return []
-    if spec.pairing_scope is PairingScope.ACROSS:
-        groups: dict[str, list[str]] = {}
-        for c in ordered:
-            groups.setdefault(c.group, []).append(c.name)
-        # Interleave groups so that neighbours come from different groups.
-        interleaved: list[str] = []
-        queues = list(groups.values())
-        while any(queues):
-            for queue in queues:
-                if queue:
-                    interleaved.append(queue.pop(0))
-        names = interleaved
-    else:
-        names = [c.name for c in ordered]
-    if spec.nccl_pairing is NcclPairing.RING and len(names) > 2:
+    if ring and len(names) > 2:
         return [(names[i], names[(i + 1) % len(names)]) for i in range(len(names))]
     pairs = [(names[i], names[i + 1]) for i in range(0, len(names) - 1, 2)]
     if len(names) % 2:
@@ -210,8 +214,20 @@ def plan(
         status = _begin(status, candidates, now)
     assert status.started_at is not None
     if now - status.started_at > spec.timeout:
+        # A node whose pair test never reported is not validated: a run whose pairs
+        # stayed silent (a refused write, a hung pod) must end Failed, never Succeeded.
+        silent = {
+            n: p.name for p in status.pairs if p.result in (PENDING, RUNNING) for n in p.nodes
+        }
         nodes = [
-            n
+            n.model_copy(
+                update={
+                    "result": ERROR,
+                    "message": f"pair test {silent[n.node]} did not report within {spec.timeout}",
+                }
+            )
+            if n.node in silent
+            else n
             if n.result in DONE
             else n.model_copy(
                 update={"result": ERROR, "message": f"not finished within {spec.timeout}"}
@@ -248,6 +264,17 @@ def _pair_stage(
     if any(p.result in (PENDING, RUNNING) for p in pairs.values()):
         return RunPlan(status=status, requested=held)
     verdicts, repairs = _judge(list(pairs.values()))
+    if len(passed) > 1:
+        # A node alone in its topology group (``within``) had no partner: untested.
+        paired = {n for p in pairs.values() for n in p.nodes}
+        for c in passed:
+            if c.name not in paired:
+                verdicts[c.name] = (
+                    ERROR,
+                    "",
+                    f"no partner in its {spec.topology_key or 'topology'} group {c.group!r}: "
+                    "the multi-node test could not run",
+                )
     if repairs:
         retests = [PairResult(name=pair_name(a, b), nodes=[a, b], attempt=2) for a, b in repairs]
         status = status.model_copy(update={"pairs": [*pairs.values(), *retests]})

@@ -18,6 +18,7 @@ from pitcrew.api.vocabulary import (
     CORDONED_BY_VALUE,
     MANAGED_LABEL,
     VALIDATION_REQUEST,
+    VALIDATION_SUITE,
 )
 
 
@@ -77,6 +78,11 @@ class NodeView:
     @property
     def opted_out(self) -> bool:
         return self.labels.get(MANAGED_LABEL) == "false"
+
+    @property
+    def validation_suite(self) -> str:
+        """The suite a ValidationRun asks for, if one holds the node."""
+        return self.annotations.get(VALIDATION_SUITE, "") if self.validation_requested else ""
 
     @property
     def validation_requested(self) -> bool:

@@ -37,7 +37,13 @@ def test_run_validates_rolling_then_pairs_the_nodes_that_passed(fleet_factory: t
     bad = fleet.nodes[1]
     fleet.inject(bad, [{"type": "ib-port-down", "port": "mlx5_0/1"}])
     run = f"{fleet.group}-run"
-    create_run(fleet, run, maxConcurrentNodes=2, topologyKey="kubernetes.io/hostname")
+    create_run(
+        fleet,
+        run,
+        maxConcurrentNodes=2,
+        topologyKey="kubernetes.io/hostname",
+        pairingScope="across",  # one node per host: pairs across hosts
+    )
     try:
         status = eventually(
             lambda: (s := run_status(fleet, run)).get("phase") in ("Succeeded", "Failed") and s,

@@ -259,3 +259,69 @@ def test_a_probe_that_could_not_run_is_no_pass() -> None:
     ]
     result = plan(spec=spec(), status=started.status, candidates=errored, now=T0)
     assert [n.result for n in result.status.nodes] != [PASS]
+
+
+def passed_stage(run: ValidationRunSpec, count: int, *, groups: int = 1) -> object:
+    later = T0 + datetime.timedelta(minutes=1)
+    started = plan(
+        spec=run, status=ValidationRunStatus(), candidates=candidates(count, groups=groups), now=T0
+    )
+    return plan(
+        spec=run,
+        status=started.status,
+        candidates=candidates(count, probe_at=later, groups=groups),
+        now=later,
+    )
+
+
+def test_within_scope_never_pairs_across_groups() -> None:
+    run = spec(pairingScope="within", maxConcurrentNodes=6)
+    paired = passed_stage(run, 6, groups=2)  # n0 n2 n4 in rack-0, n1 n3 n5 in rack-1
+    assert paired.start_pairs
+    for pair in paired.start_pairs:
+        a, b = (int(n[1:]) for n in pair.nodes)
+        assert a % 2 == b % 2, pair.nodes
+
+
+def test_a_node_alone_in_its_group_is_untested_not_passed() -> None:
+    run = spec(pairingScope="within", maxConcurrentNodes=3)
+    lonely = [
+        Candidate(
+            name=n,
+            phase=Phase.VALIDATING,
+            group=g,
+            probe=probe(T0 + datetime.timedelta(minutes=1)),
+            probe_job="probe-job",
+            validating_since=T0 + datetime.timedelta(seconds=1),
+        )
+        for n, g in (("a", "rack-0"), ("b", "rack-0"), ("c", "rack-1"))
+    ]
+    started = plan(spec=run, status=ValidationRunStatus(), candidates=lonely, now=T0)
+    later = T0 + datetime.timedelta(minutes=1)
+    paired = plan(spec=run, status=started.status, candidates=lonely, now=later)
+    assert [p.nodes for p in paired.start_pairs] == [["a", "b"]]
+    passed = [p.model_copy(update={"result": PASS}) for p in paired.status.pairs]
+    done = plan(
+        spec=run,
+        status=paired.status.model_copy(update={"pairs": passed}),
+        candidates=lonely,
+        now=later,
+    )
+    assert done.status.phase is RunPhase.FAILED
+    (c,) = [n for n in done.status.nodes if n.node == "c"]
+    assert c.result is NodeResultStatus.ERROR
+    assert "no partner" in c.message
+
+
+def test_a_run_whose_pairs_never_report_fails_with_a_reason() -> None:
+    run = spec(timeout="10m", maxConcurrentNodes=2)
+    paired = passed_stage(run, 2)
+    assert paired.start_pairs
+    silent = plan(
+        spec=run,
+        status=paired.status,
+        candidates=candidates(2, probe_at=T0 + datetime.timedelta(minutes=1)),
+        now=T0 + datetime.timedelta(minutes=11),
+    )
+    assert silent.status.phase is RunPhase.FAILED
+    assert all("did not report" in n.message for n in silent.status.nodes)
