@@ -171,6 +171,7 @@ def _sim_agents(args: argparse.Namespace) -> int:
         api_client(args.kubeconfig),
         interval=args.interval,
         heartbeat=args.heartbeat,
+        probe_api=api_client(args.probe_kubeconfig) if args.probe_kubeconfig else None,
     ).run()
     return 0
 
@@ -214,7 +215,7 @@ def _status(args: argparse.Namespace) -> int:
 def _probe_pair(args: argparse.Namespace) -> int:
     from pitcrew.node import probe  # noqa: PLC0415
 
-    return probe.run_pair(run=args.run, pair=args.pair, rank=args.rank, kubeconfig=args.kubeconfig)
+    return probe.run_pair(run=args.run, pair=args.pair, rank=args.rank)
 
 
 def _probe(args: argparse.Namespace) -> int:
@@ -294,6 +295,11 @@ def _add_runtime(commands: Commands) -> None:
     sim.add_argument("--interval", type=Duration, default=Duration("30s"))
     sim.add_argument("--heartbeat", type=Duration, default=Duration("5m"))
     sim.add_argument("--metrics-port", type=int, default=0)
+    sim.add_argument(
+        "--probe-kubeconfig",
+        default=None,
+        help="the probe ServiceAccount's kubeconfig: probe reports are written with it",
+    )
     sim.set_defaults(handler=_sim_agents)
 
     probe_cmd = commands.add_parser("probe", help="run a validation suite here (probe pod)")
@@ -307,7 +313,6 @@ def _add_runtime(commands: Commands) -> None:
     pair_cmd.add_argument("--run", required=True)
     pair_cmd.add_argument("--pair", required=True)
     pair_cmd.add_argument("--rank", type=int, required=True)
-    pair_cmd.add_argument("--kubeconfig", default=None)
     pair_cmd.set_defaults(handler=_probe_pair)
 
 

@@ -28,21 +28,32 @@ from pitcrew.api.validationrun import (
 )
 from pitcrew.api.vocabulary import (
     OPERATOR_MANAGER,
+    PAIR_LABEL,
     PROBE_MANAGER,
+    RANK_LABEL,
+    RUN_LABEL,
     VALIDATION_REQUEST,
     VALIDATION_SUITE,
     account_name,
 )
 from pitcrew.controller.settings import OperatorSettings
 from pitcrew.controller.store import Store
-from pitcrew.core.convert import gpu_capacity, matches
-from pitcrew.core.validation import Candidate, RunPlan, plan
+from pitcrew.core.convert import gpu_capacity, gpu_model, matches, termination_message
+from pitcrew.core.validation import (
+    PAIR_NICS,
+    PENDING,
+    RUNNING,
+    Candidate,
+    RunPlan,
+    pair_verdict,
+    parse_pair_report,
+    plan,
+)
 from pitcrew.kube import gpunodes, jobs, nodes
 from pitcrew.kube.client import retrying
 from pitcrew.kube.events import Recorder, Ref
 
 logger = logging.getLogger(__name__)
-OPERATOR_PAIR_FIELDS = {"name", "nodes", "attempt"}
 
 
 class Runs:
@@ -99,6 +110,7 @@ class Runs:
         status = ValidationRunStatus.model_validate(run.get("status") or {})
         if status.phase in (RunPhase.SUCCEEDED, RunPhase.FAILED):
             return
+        status = self._collect_pairs(name, status)
         result = plan(spec=spec, status=status, candidates=self._candidates(spec), now=now)
         # Blame before release: a blamed node released first could be decided back
         # into service before its failing verdict lands.
@@ -142,6 +154,42 @@ class Runs:
             elif name not in result.requested and holder == run:
                 nodes.annotate(self.api, name, {VALIDATION_REQUEST: None, VALIDATION_SUITE: None})
 
+    def _collect_pairs(self, run: str, status: ValidationRunStatus) -> ValidationRunStatus:
+        """Judge each pair test whose rank-0 pod has finished, from the bus bandwidth it
+        left in its termination message and the floor of the nodes' GPU model."""
+        pods = {
+            (labels.get(PAIR_LABEL), labels.get(RANK_LABEL)): pod
+            for pod in self.store.pods.values()
+            if (labels := pod["metadata"].get("labels") or {}).get(RUN_LABEL) == run[:63]
+        }
+        pairs = []
+        for pair in status.pairs:
+            pod = pods.get((jobs.pair_ident(run, pair.name, pair.attempt), "0"))
+            if pair.result not in (PENDING, RUNNING) or pod is None:
+                pairs.append(pair)
+                continue
+            message, phase = termination_message(pod), (pod.get("status") or {}).get("phase")
+            if message:
+                busbw, error = parse_pair_report(message)
+                pairs.append(
+                    pair_verdict(
+                        pair, busbw_gbps=busbw, floor_gbps=self._floor(pair.nodes), error=error
+                    )
+                )
+            elif phase == "Failed":
+                reason = (pod.get("status") or {}).get("reason") or "pod failed"
+                pairs.append(pair_verdict(pair, busbw_gbps=None, floor_gbps=None, error=reason))
+            else:
+                pairs.append(pair)
+        return status.model_copy(update={"pairs": pairs})
+
+    def _floor(self, members: list[str]) -> float | None:
+        """The per-NIC inter-node floor of the pair's GPU model (the lower of the two)."""
+        models = [gpu_model(self.store.nodes.get(n, {})) for n in members]
+        if any(m is None for m in models):
+            return None
+        return min(m.nccl_inter_floor_gbps_per_nic for m in models if m) * PAIR_NICS
+
     def _address(self, node: str) -> str:
         addresses = (self.store.nodes.get(node, {}).get("status") or {}).get("addresses") or []
         return next((a["address"] for a in addresses if a.get("type") == "InternalIP"), node)
@@ -160,8 +208,17 @@ class Runs:
             gpus=gpu_capacity(self.store.nodes.get(members[0], {})),
             deadline_seconds=int(spec.timeout.total_seconds()),
             service_account=account_name("probe", self.settings.account_prefix),
+            priority_class=self._priority_class(members[0]),
+            resources=self.settings.probe_resources,
         ):
             jobs.create(self.api, job)
+
+    def _priority_class(self, node: str) -> str:
+        """The probe PriorityClass of the node's policy: pair pods are as preemptible
+        as probe pods."""
+        matched = self.store.policies_of(node)
+        policy = self.store.policy(matched[0]) if len(matched) == 1 else None
+        return policy.spec.validation.priority_class_name if policy else ""
 
     def _blame(self, node: str, message: str) -> None:
         report = ChecksStatus(
@@ -190,17 +247,9 @@ class Runs:
         self.store.put("gpunode", written)  # seen by the next decision, before the release
 
     def _write(self, run: dict[str, Any], status: ValidationRunStatus) -> None:
-        body_status = status.model_dump(
-            mode="json", by_alias=True, exclude_none=True, exclude={"pairs"}
-        )
-        body_status["pairs"] = [
-            p.model_dump(mode="json", by_alias=True, include=OPERATOR_PAIR_FIELDS)
-            for p in status.pairs
-        ]
+        body_status = status.model_dump(mode="json", by_alias=True, exclude_none=True)
         current = run.get("status") or {}
-        if all(current.get(k) == v for k, v in body_status.items() if k != "pairs") and len(
-            current.get("pairs") or []
-        ) == len(body_status["pairs"]):
+        if all(current.get(k) == v for k, v in body_status.items()):
             return
         written = retrying(self.custom.patch_cluster_custom_object_status)(
             GROUP,

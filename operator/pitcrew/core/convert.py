@@ -114,6 +114,15 @@ class UnreadableStatusError(ValueError):
     """A GPUNode status this operator cannot parse (a newer schema, a hand edit)."""
 
 
+def termination_message(pod: dict[str, Any]) -> str:
+    """What the pod's first container left in its termination message, if it ended."""
+    for container in (pod.get("status") or {}).get("containerStatuses") or []:
+        terminated = (container.get("state") or {}).get("terminated") or {}
+        if terminated.get("message"):
+            return str(terminated["message"])
+    return ""
+
+
 def gpunode_status(gpunode: dict[str, Any] | None) -> GPUNodeStatus:
     """The status of a GPUNode; an empty one for a GPUNode without status (new).
 

@@ -25,6 +25,7 @@ go back to service) and ends Succeeded, or Failed if any node failed.
 from __future__ import annotations
 
 import datetime
+import json
 import statistics
 import zlib
 from dataclasses import dataclass, field
@@ -43,6 +44,8 @@ from pitcrew.api.validationrun import (
     ValidationRunStatus,
 )
 
+PAIR_NICS = 1
+"""Pair tests run one rank per node (GPU 0 and its NIC): the floor is the per-NIC floor."""
 PENDING, RUNNING = NodeResultStatus.PENDING, NodeResultStatus.RUNNING
 PASS, FAIL, ERROR = NodeResultStatus.PASS, NodeResultStatus.FAIL, NodeResultStatus.ERROR
 DONE = (PASS, FAIL, ERROR)
@@ -74,6 +77,47 @@ class RunPlan:
 
 def pair_name(a: str, b: str) -> str:
     return f"{a}--{b}"
+
+
+def parse_pair_report(text: str) -> tuple[float | None, str]:
+    """The pair probe's report, as it leaves it in its pod's termination message:
+    ``{"busbwGbps": 48.1}`` or ``{"error": "..."}``. Anything else is an error: the
+    pod belongs to a node under test, and the operator trusts only a number from it."""
+    try:
+        report = json.loads(text)
+    except ValueError:
+        return None, f"unreadable pair report: {text[:200]!r}"
+    if not isinstance(report, dict):
+        return None, f"unreadable pair report: {text[:200]!r}"
+    busbw = report.get("busbwGbps")
+    if isinstance(busbw, int | float) and not isinstance(busbw, bool) and busbw >= 0:
+        return float(busbw), ""
+    return None, str(report.get("error") or f"pair report without busbwGbps: {text[:200]!r}")
+
+
+def pair_verdict(
+    pair: PairResult, *, busbw_gbps: float | None, floor_gbps: float | None, error: str = ""
+) -> PairResult:
+    """Judge a pair's measured bus bandwidth against the floor of its nodes' GPU model
+    (the operator judges, never the probe). No floor (an unknown model) is no verdict."""
+    if busbw_gbps is None:
+        return pair.model_copy(update={"result": ERROR, "message": error[:1024]})
+    if floor_gbps is None:
+        return pair.model_copy(
+            update={
+                "result": ERROR,
+                "busbw_gbps": round(busbw_gbps, 1),
+                "message": "unknown GPU model: no inter-node floor to judge against",
+            }
+        )
+    ok = busbw_gbps >= floor_gbps
+    return pair.model_copy(
+        update={
+            "result": PASS if ok else FAIL,
+            "busbw_gbps": round(busbw_gbps, 1),
+            "message": f"{busbw_gbps:.1f} GB/s {'>=' if ok else '<'} floor {floor_gbps:g} GB/s",
+        }
+    )
 
 
 def _single_result(node: NodeResult, candidate: Candidate) -> NodeResult:

@@ -171,6 +171,12 @@ def create(api: client.ApiClient, job: dict[str, Any]) -> bool:
 
 
 PAIR_PORT = 29600
+TERMINATION_LOG = "/dev/termination-log"
+
+
+def pair_ident(run: str, pair: str, attempt: int) -> str:
+    """The label value that ties a pair test's pods to its entry in the run's status."""
+    return f"{zlib.crc32(f'{run}/{pair}/{attempt}'.encode()):08x}"
 
 
 def pair_jobs(
@@ -185,12 +191,19 @@ def pair_jobs(
     gpus: int,
     deadline_seconds: int,
     service_account: str,
+    priority_class: str = "",
+    resources: dict[str, dict[str, str]] | None = None,
 ) -> list[dict[str, Any]]:
     """Two Jobs, one per node, that run one multi-node all-reduce together.
 
     Host networking gives the ranks the nodes' own addresses (and their
-    InfiniBand devices); rank 0 on the first node is the rendezvous."""
-    ident = f"{zlib.crc32(f'{run}/{pair}/{attempt}'.encode()):08x}"
+    InfiniBand devices); rank 0 on the first node is the rendezvous and leaves
+    the measured bus bandwidth in its termination message, which the operator
+    reads from the pod and judges: the probe needs no write access to the API.
+    Pair pods run at the probe PriorityClass with the probe's CPU and memory."""
+    requested = resources or {}
+    gpu = {GPU_RESOURCE: str(gpus)}
+    ident = pair_ident(run, pair, attempt)
     result = []
     for rank, node in enumerate(nodes):
         container = {
@@ -203,7 +216,12 @@ def pair_jobs(
                 {"name": "WORLD_SIZE", "value": str(len(nodes))},
                 {"name": "RANK", "value": str(rank)},
             ],
-            "resources": {"limits": {GPU_RESOURCE: str(gpus)}},
+            "resources": {
+                "requests": {**requested.get("requests", {}), **gpu},
+                "limits": {**requested.get("limits", {}), **gpu},
+            },
+            "terminationMessagePath": TERMINATION_LOG,
+            "terminationMessagePolicy": "File",
         }
         job = _job(
             name=f"pitcrew-pair-{ident}-{rank}",
@@ -213,6 +231,7 @@ def pair_jobs(
             container=container,
             deadline_seconds=deadline_seconds,
             service_account=service_account,
+            priority_class=priority_class,
         )
         template = job["spec"]["template"]
         template["metadata"]["annotations"] = {PAIR_ANNOTATION: pair}

@@ -116,7 +116,25 @@ class SimStack:
     def start_sim_agents(
         self, *, interval: str = "2s", heartbeat: str = "30s", metrics: bool = True
     ) -> subprocess.Popen[bytes]:
-        args = ["--kubeconfig", self.kubeconfig, "--interval", interval, "--heartbeat", heartbeat]
+        """The simulated agents: node agents and kubelets (admin credentials, they stand
+        in for the machines), and probe pods, whose reports go out with the probe
+        ServiceAccount's own token, as on a real cluster."""
+        probe = install.service_account_kubeconfig(
+            self.api,
+            component="probe",
+            namespace=self.namespace,
+            path=self.directory / "probe.kubeconfig",
+        )
+        args = [
+            "--kubeconfig",
+            self.kubeconfig,
+            "--probe-kubeconfig",
+            str(probe),
+            "--interval",
+            interval,
+            "--heartbeat",
+            heartbeat,
+        ]
         if metrics:
             args += ["--metrics-port", str(self.metrics_port("sim-agents"))]
         return self.start("sim-agents", "sim-agents", *args)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from fleet import Fleet, eventually
+from fleet import NAMESPACE, Fleet, eventually
+from kubernetes import client
 
 GROUP, VERSION = "pitcrew.dev", "v1alpha1"
 
@@ -22,6 +23,22 @@ def create_run(fleet: Fleet, name: str, **spec: object) -> None:
             },
         },
     )
+
+
+def probe_priority(api: client.ApiClient) -> None:
+    """The chart's probe PriorityClass: below every workload, preempting nothing."""
+    try:
+        client.SchedulingV1Api(api).create_priority_class(
+            {
+                "metadata": {"name": "pitcrew-probe"},
+                "value": -10,
+                "preemptionPolicy": "Never",
+                "description": "Pitcrew probes: any workload preempts them.",
+            }
+        )
+    except client.ApiException as error:
+        if error.status != 409:
+            raise
 
 
 def run_status(fleet: Fleet, name: str) -> dict[str, object]:
@@ -76,5 +93,73 @@ def test_run_validates_rolling_then_pairs_the_nodes_that_passed(fleet_factory: t
                 )
                 annotations = fleet.node(node).metadata.annotations or {}
                 assert "pitcrew.dev/validation-run" not in annotations
+    finally:
+        fleet.custom.delete_cluster_custom_object(GROUP, VERSION, "validationruns", run)
+
+
+def test_deleting_a_run_releases_the_nodes_it_held(
+    fleet_factory: type[Fleet], workload_namespace: str
+) -> None:
+    fleet = fleet_factory(size=2)
+    fleet.policy()
+    node = fleet.nodes[0]
+    fleet.wait_phase(node, "Healthy")
+    fleet.pod(workload_namespace, "busy-0", node)  # the run waits for it to be idle
+    run = f"{fleet.group}-gone"
+    create_run(fleet, run, maxConcurrentNodes=1)
+    eventually(
+        lambda: (
+            (fleet.node(node).metadata.annotations or {}).get("pitcrew.dev/validation-run") == run
+        ),
+        what="the run holding the node",
+    )
+    eventually(lambda: fleet.node(node).spec.unschedulable, what="the held node cordoned")
+    fleet.custom.delete_cluster_custom_object(GROUP, VERSION, "validationruns", run)
+    eventually(
+        lambda: "pitcrew.dev/validation-run" not in (fleet.node(node).metadata.annotations or {}),
+        timeout=30,
+        what="the deleted run's hold released",
+    )
+    eventually(
+        lambda: not fleet.node(node).spec.unschedulable,
+        timeout=30,
+        what="the node back in service",
+    )
+
+
+def test_a_runs_suite_reaches_the_probe_and_pairs_run_at_probe_priority(
+    fleet_factory: type[Fleet],
+) -> None:
+    fleet = fleet_factory(size=2)
+    probe_priority(fleet.api)
+    fleet.policy(validation={"burnInOnJoin": False, "priorityClassName": "pitcrew-probe"})
+    for node in fleet.nodes:
+        fleet.wait_phase(node, "Healthy")
+    run = f"{fleet.group}-quick"
+    create_run(fleet, run, suite="quick", maxConcurrentNodes=2, pairingScope="across",
+               topologyKey="kubernetes.io/hostname")  # fmt: skip
+    batch = client.BatchV1Api(fleet.api)
+    try:
+        status = eventually(
+            lambda: (s := run_status(fleet, run)).get("phase") in ("Succeeded", "Failed") and s,
+            timeout=120,
+            what="the run to finish",
+        )
+        assert status["phase"] == "Succeeded", status
+        probes = batch.list_namespaced_job(
+            NAMESPACE, label_selector=f"pitcrew.dev/node={fleet.nodes[0]},pitcrew.dev/suite"
+        ).items
+        assert {j.metadata.labels["pitcrew.dev/suite"] for j in probes} == {"quick"}
+        pairs = batch.list_namespaced_job(
+            NAMESPACE, label_selector=f"pitcrew.dev/run={run},pitcrew.dev/rank"
+        ).items
+        assert pairs
+        for job in pairs:
+            spec = job.spec.template.spec
+            assert spec.priority_class_name == "pitcrew-probe"
+            assert spec.service_account_name.endswith("-probe")
+        (pair,) = status["pairs"]  # type: ignore[misc]
+        assert pair["result"] == "pass"
+        assert ">= floor 46" in pair["message"]  # judged by the operator on H100's floor
     finally:
         fleet.custom.delete_cluster_custom_object(GROUP, VERSION, "validationruns", run)

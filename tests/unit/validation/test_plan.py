@@ -13,7 +13,7 @@ from pitcrew.api.validationrun import (
     ValidationRunSpec,
     ValidationRunStatus,
 )
-from pitcrew.core.validation import Candidate, plan
+from pitcrew.core.validation import Candidate, pair_verdict, parse_pair_report, plan
 
 T0 = datetime.datetime(2026, 12, 1, tzinfo=datetime.UTC)
 SELECTOR = {"matchLabels": {"rack": "r1"}}
@@ -200,11 +200,24 @@ def test_run_times_out_with_unfinished_nodes_in_error() -> None:
     assert late.requested == frozenset()
 
 
-def test_pair_result_model_accepts_what_the_probe_writes() -> None:
-    pair = PairResult.model_validate(
-        {"name": "a--b", "nodes": ["a", "b"], "result": "pass", "busbwGbps": 391.2}
-    )
-    assert pair.busbw_gbps == 391.2
+def test_the_operator_judges_a_pair_report_against_the_models_floor() -> None:
+    pair = PairResult(name="a--b", nodes=["a", "b"])
+    busbw, error = parse_pair_report('{"busbwGbps": 47.5}')
+    assert (busbw, error) == (47.5, "")
+    assert pair_verdict(pair, busbw_gbps=busbw, floor_gbps=46.0).result is PASS
+    slow = pair_verdict(pair, busbw_gbps=11.5, floor_gbps=46.0)  # a quarter of the floor
+    assert slow.result is FAIL
+    assert "< floor 46" in slow.message
+    unknown = pair_verdict(pair, busbw_gbps=47.5, floor_gbps=None)
+    assert unknown.result is NodeResultStatus.ERROR
+
+
+def test_a_pair_report_that_is_not_a_number_is_an_error_not_a_pass() -> None:
+    for text in ('{"result": "pass"}', "pass", '{"busbwGbps": "999"}', '{"busbwGbps": true}', "[]"):
+        busbw, error = parse_pair_report(text)
+        assert busbw is None
+        assert error
+    assert parse_pair_report('{"error": "NCCL timeout"}') == (None, "NCCL timeout")
 
 
 def test_a_probe_counts_by_its_job_whatever_the_nodes_clock_says() -> None:
