@@ -25,12 +25,16 @@ def create_run(fleet: Fleet, name: str, **spec: object) -> None:
     )
 
 
+PROBE_PRIORITY = "e2e-probe-priority"
+
+
 def probe_priority(api: client.ApiClient) -> None:
-    """The chart's probe PriorityClass: below every workload, preempting nothing."""
+    """A PriorityClass like the chart's probe class (not the chart's own name: the
+    chart test installs that one): below every workload, preempting nothing."""
     try:
         client.SchedulingV1Api(api).create_priority_class(
             {
-                "metadata": {"name": "pitcrew-probe"},
+                "metadata": {"name": PROBE_PRIORITY},
                 "value": -10,
                 "preemptionPolicy": "Never",
                 "description": "Pitcrew probes: any workload preempts them.",
@@ -132,7 +136,7 @@ def test_a_runs_suite_reaches_the_probe_and_pairs_run_at_probe_priority(
 ) -> None:
     fleet = fleet_factory(size=2)
     probe_priority(fleet.api)
-    fleet.policy(validation={"burnInOnJoin": False, "priorityClassName": "pitcrew-probe"})
+    fleet.policy(validation={"burnInOnJoin": False, "priorityClassName": PROBE_PRIORITY})
     for node in fleet.nodes:
         fleet.wait_phase(node, "Healthy")
     run = f"{fleet.group}-quick"
@@ -156,7 +160,7 @@ def test_a_runs_suite_reaches_the_probe_and_pairs_run_at_probe_priority(
         assert pairs
         for job in pairs:
             spec = job.spec.template.spec
-            assert spec.priority_class_name == "pitcrew-probe"
+            assert spec.priority_class_name == PROBE_PRIORITY
             assert spec.service_account_name.endswith("-probe")
         (pair,) = status["pairs"]  # type: ignore[misc]
         assert pair["result"] == "pass"
