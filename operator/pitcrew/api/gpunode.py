@@ -11,7 +11,6 @@ the status by server-side apply, each owning its own fields: the node agent
 
 from __future__ import annotations
 
-import datetime
 from enum import StrEnum
 from typing import ClassVar
 
@@ -22,6 +21,7 @@ from pitcrew.api.meta import (
     ApiModel,
     Condition,
     Resource,
+    Timestamp,
     cel,
     conditions_field,
     validations,
@@ -63,7 +63,7 @@ class GpuStatus(GpuIdentity):
 class ChecksStatus(ApiModel):
     """The latest gpuhealth report, as the agent last wrote it."""
 
-    report_time: datetime.datetime | None = None
+    report_time: Timestamp | None = None
     backend: str = Field(default="", max_length=16)
     suite: str = Field(default="", max_length=16)
     results: list[CheckResult] = Field(default_factory=list, max_length=1024)
@@ -81,7 +81,7 @@ class RemediationStatus(ApiModel):
     fault_class: FaultClass
     step: int = Field(ge=0, description="Index of the rung in the ladder.")
     attempt: int = Field(ge=1)
-    started_at: datetime.datetime
+    started_at: Timestamp
     reference: str = Field(
         default="", max_length=253, description="Job name, webhook idempotency key or BMC task."
     )
@@ -91,7 +91,7 @@ class RemediationStatus(ApiModel):
 
 
 class DrainStatus(ApiModel):
-    started_at: datetime.datetime
+    started_at: Timestamp
     pending: list[str] = Field(
         default_factory=list, max_length=1024, description="namespace/name of pods still to evict."
     )
@@ -102,7 +102,7 @@ class DrainStatus(ApiModel):
 
 
 class Transition(ApiModel):
-    time: datetime.datetime
+    time: Timestamp
     from_phase: Phase = Field(alias="from")
     to_phase: Phase = Field(alias="to")
     reason: str = Field(max_length=128)
@@ -111,7 +111,7 @@ class Transition(ApiModel):
 class GPUNodeStatus(ApiModel):
     observed_generation: int = 0
     phase: Phase = Phase.PENDING
-    phase_since: datetime.datetime | None = None
+    phase_since: Timestamp | None = None
     reason: str = Field(default="", max_length=128)
     message: str = Field(default="", max_length=4096)
     policy: str = Field(default="", max_length=253)
@@ -122,7 +122,7 @@ class GPUNodeStatus(ApiModel):
     probe: ChecksStatus | None = Field(
         default=None, description="Latest active validation report, written by the probe pod."
     )
-    last_heartbeat: datetime.datetime | None = None
+    last_heartbeat: Timestamp | None = None
     probe_job: str = Field(
         default="",
         max_length=63,
@@ -133,7 +133,7 @@ class GPUNodeStatus(ApiModel):
     )
     remediation: RemediationStatus | None = None
     drain: DrainStatus | None = None
-    remediations: list[datetime.datetime] = Field(
+    remediations: list[Timestamp] = Field(
         default_factory=list,
         max_length=100,
         description="Start times of past remediations, for lemon detection.",

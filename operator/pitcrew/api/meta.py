@@ -19,6 +19,7 @@ from enum import StrEnum
 from typing import Annotated, Any, ClassVar
 
 from pydantic import (
+    AwareDatetime,
     BaseModel,
     ConfigDict,
     Field,
@@ -119,6 +120,11 @@ def duration_field(default: str, description: str, *, name: str) -> Any:
     )
 
 
+Timestamp = AwareDatetime
+"""A point in time with its UTC offset. A naive datetime is refused: it would be read
+as local time on one machine and UTC on another, and every duration Pitcrew computes
+from it (drain timeouts, heartbeats, lemon windows) would be off by hours."""
+
 IntOrPercent = Annotated[
     int | str,
     WithJsonSchema(
@@ -214,7 +220,7 @@ class Condition(ApiModel):
         r"[A-Za-z0-9_])?$",
     )
     message: str = Field(default="", max_length=32768)
-    last_transition_time: datetime.datetime
+    last_transition_time: Timestamp
     observed_generation: int = Field(default=0, ge=0)
 
 

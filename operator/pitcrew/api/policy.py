@@ -10,7 +10,6 @@ discovering it at 3 a.m.
 
 from __future__ import annotations
 
-import datetime
 from enum import StrEnum
 from typing import ClassVar
 
@@ -24,6 +23,7 @@ from pitcrew.api.meta import (
     IntOrPercent,
     LabelSelector,
     Resource,
+    Timestamp,
     cel,
     conditions_field,
     duration_field,
@@ -113,7 +113,6 @@ class ValidationSpec(ApiModel):
     burn_in_on_join: bool = Field(default=True, description="Burn in nodes that join later.")
     burn_in_after_repair: bool = True
     suite: ValidationSuite = ValidationSuite.STANDARD
-    nccl_pairing: NcclPairing = NcclPairing.PAIRWISE
     timeout: Duration = duration_field(
         "30m", "Longest a probe Job may run.", name="validation.timeout"
     )
@@ -176,14 +175,18 @@ class LemonSpec(ApiModel):
 
 
 class SecretReference(ApiModel):
+    """A Secret in the operator's own namespace: the only one whose Secrets it may read
+    (a namespace field would accept names the operator can never read, and widening
+    its RBAC to every namespace's Secrets is not worth a reboot)."""
+
     name: str = Field(min_length=1, max_length=253)
-    namespace: str = Field(min_length=1, max_length=63)
 
 
 class RedfishSpec(ApiModel):
     credentials_secret: SecretReference | None = Field(
         default=None,
-        description="Secret with `username` and `password` for the BMCs.",
+        description="Secret in the operator's namespace with `username` and `password` "
+        "for the BMCs.",
     )
     verify_tls: bool = True
 
@@ -299,7 +302,7 @@ class GPUHealthPolicySpec(ApiModel):
 
 class BreakerStatus(ApiModel):
     open: bool = False
-    since: datetime.datetime | None = None
+    since: Timestamp | None = None
     message: str = Field(default="", max_length=1024)
 
 
@@ -317,7 +320,7 @@ class GPUHealthPolicyStatus(ApiModel):
     phases: dict[str, int] = Field(default_factory=dict)
     breaker: BreakerStatus = Field(default_factory=BreakerStatus)
     goodput: GoodputStatus = Field(default_factory=GoodputStatus)
-    cooldown_until: datetime.datetime | None = Field(
+    cooldown_until: Timestamp | None = Field(
         default=None, description="Quarantines resume after this time (storm cooldown)."
     )
     conditions: list[Condition] = conditions_field()

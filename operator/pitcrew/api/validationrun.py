@@ -8,7 +8,6 @@ service never takes more than ``maxConcurrentNodes`` out of it at once.
 
 from __future__ import annotations
 
-import datetime
 from enum import StrEnum
 from typing import ClassVar
 
@@ -20,6 +19,7 @@ from pitcrew.api.meta import (
     Duration,
     LabelSelector,
     Resource,
+    Timestamp,
     cel,
     conditions_field,
     duration_field,
@@ -79,7 +79,7 @@ class ValidationRunSpec(ApiModel):
 class NodeResult(ApiModel):
     node: str = Field(max_length=253)
     result: NodeResultStatus = NodeResultStatus.PENDING
-    started_at: datetime.datetime | None = None
+    started_at: Timestamp | None = None
     partner: str = Field(
         default="",
         max_length=253,
@@ -113,8 +113,8 @@ class BusBandwidth(ApiModel):
 class ValidationRunStatus(ApiModel):
     observed_generation: int = 0
     phase: RunPhase = RunPhase.PENDING
-    started_at: datetime.datetime | None = None
-    completed_at: datetime.datetime | None = None
+    started_at: Timestamp | None = None
+    completed_at: Timestamp | None = None
     nodes: list[NodeResult] = Field(default_factory=list, max_length=5000)
     pairs: list[PairResult] = Field(
         default_factory=list,

@@ -137,6 +137,8 @@ def _operator(args: argparse.Namespace) -> int:
         **({"probe_image": args.probe_image} if args.probe_image else {}),
         **({"probe_resources": args.probe_resources} if args.probe_resources else {}),
         **({"remediation_image": args.remediation_image} if args.remediation_image else {}),
+        image_pull_secrets=tuple(s for s in (args.image_pull_secrets or "").split(",") if s),
+        job_runtime_class=args.job_runtime_class,
         lease_seconds=args.lease_seconds,
         resync_seconds=args.resync_seconds,
     )
@@ -274,6 +276,12 @@ def _add_runtime(commands: Commands) -> None:
     )
     operator.add_argument(
         "--remediation-image", default=None, help="image with nvidia-smi for reset-gpu Jobs"
+    )
+    operator.add_argument(
+        "--image-pull-secrets", default="", help="comma-separated Secrets for the Jobs' images"
+    )
+    operator.add_argument(
+        "--job-runtime-class", default="", help="RuntimeClass of probe, pair and reset Jobs"
     )
     operator.set_defaults(handler=_operator)
 

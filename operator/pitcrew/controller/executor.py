@@ -266,6 +266,7 @@ class Executor:
             priority_class=spec.priority_class_name,
             service_account=account_name("probe", self.settings.account_prefix),
             resources=self.settings.probe_resources,
+            pods=self.settings.job_pods,
         )
         if self.cluster.create_job(job):
             self._event(

@@ -62,6 +62,7 @@ def build(api: client.ApiClient, settings: OperatorSettings) -> Shell:
             namespace=settings.namespace,
             reset_image=settings.remediation_image,
             reset_account=account_name("remediation", settings.account_prefix),
+            pods=settings.job_pods,
         ),
         remediation_pool=ThreadPoolExecutor(max_workers=8, thread_name_prefix="pitcrew-remediate"),
         settings=settings,

@@ -210,6 +210,7 @@ class Runs:
             service_account=account_name("probe", self.settings.account_prefix),
             priority_class=self._priority_class(members[0]),
             resources=self.settings.probe_resources,
+            pods=self.settings.job_pods,
         ):
             jobs.create(self.api, job)
 

@@ -6,6 +6,8 @@ import socket
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pitcrew.kube.jobs import JobPods
+
 
 class OperatorSettings(BaseModel):
     """How the operator process runs. Policy decisions live in GPUHealthPolicy."""
@@ -37,6 +39,10 @@ class OperatorSettings(BaseModel):
     probe_resources: dict[str, dict[str, str]] = Field(default_factory=dict)
     """CPU and memory ``requests``/``limits`` of probe pods; their GPUs are always
     the node's whole ``nvidia.com/gpu`` capacity."""
+    image_pull_secrets: tuple[str, ...] = ()
+    """Secrets the probe, pair and reset Jobs pull their images with."""
+    job_runtime_class: str = ""
+    """RuntimeClass of the probe, pair and reset Jobs (GPU pods: often ``nvidia``)."""
     remediation_image: str = "nvcr.io/nvidia/cuda:12.6.2-base-ubuntu24.04"
     """Image with ``nvidia-smi`` for the reset-gpu Job."""
     metrics_port: int = Field(default=8080, ge=0, le=65535)
@@ -49,3 +55,9 @@ class OperatorSettings(BaseModel):
     heartbeat every 5 minutes by default)."""
     accounting_seconds: float = Field(default=5.0, gt=0)
     """How often GPU time and job time are added up from the cache."""
+
+    @property
+    def job_pods(self) -> JobPods:
+        return JobPods(
+            image_pull_secrets=self.image_pull_secrets, runtime_class=self.job_runtime_class
+        )

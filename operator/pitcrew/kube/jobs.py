@@ -16,6 +16,7 @@ privileged workload Pitcrew creates: ``nvidia-smi -r`` needs the device.
 from __future__ import annotations
 
 import zlib
+from dataclasses import dataclass
 from typing import Any
 
 from kubernetes import client
@@ -45,6 +46,16 @@ def _tolerations() -> list[dict[str, str]]:
     ]
 
 
+@dataclass(frozen=True)
+class JobPods:
+    """What every pod of Pitcrew's Jobs (probe, pair, reset) needs on this cluster."""
+
+    image_pull_secrets: tuple[str, ...] = ()
+    """Secrets to pull the probe and remediation images (a private registry)."""
+    runtime_class: str = ""
+    """RuntimeClass of GPU pods (``nvidia`` where the NVIDIA runtime is not the default)."""
+
+
 def _job(
     *,
     name: str,
@@ -54,6 +65,7 @@ def _job(
     container: dict[str, Any],
     deadline_seconds: int,
     service_account: str,
+    pods: JobPods,
     priority_class: str = "",
 ) -> dict[str, Any]:
     pod_spec: dict[str, Any] = {
@@ -65,6 +77,10 @@ def _job(
     }
     if priority_class:
         pod_spec["priorityClassName"] = priority_class
+    if pods.image_pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": s} for s in pods.image_pull_secrets]
+    if pods.runtime_class:
+        pod_spec["runtimeClassName"] = pods.runtime_class
     all_labels = {
         PROBE_LABEL: "true",
         NODE_LABEL: node,
@@ -95,6 +111,7 @@ def probe_job(
     deadline_seconds: int,
     priority_class: str,
     service_account: str,
+    pods: JobPods,
     resources: dict[str, dict[str, str]] | None = None,
 ) -> dict[str, Any]:
     """A probe Job: the node's GPUs to itself, plus the CPU and memory ``resources``
@@ -124,6 +141,7 @@ def probe_job(
         deadline_seconds=deadline_seconds,
         priority_class=priority_class,
         service_account=service_account,
+        pods=pods,
     )
 
 
@@ -136,6 +154,7 @@ def reset_job(
     image: str,
     deadline_seconds: int,
     service_account: str,
+    pods: JobPods,
 ) -> dict[str, Any]:
     target = ["-i", ",".join(str(g) for g in gpus)] if gpus else []
     container = {
@@ -152,6 +171,7 @@ def reset_job(
         container=container,
         deadline_seconds=deadline_seconds,
         service_account=service_account,
+        pods=pods,
     )
 
 
@@ -191,6 +211,7 @@ def pair_jobs(
     gpus: int,
     deadline_seconds: int,
     service_account: str,
+    pods: JobPods,
     priority_class: str = "",
     resources: dict[str, dict[str, str]] | None = None,
 ) -> list[dict[str, Any]]:
@@ -232,6 +253,7 @@ def pair_jobs(
             deadline_seconds=deadline_seconds,
             service_account=service_account,
             priority_class=priority_class,
+            pods=pods,
         )
         template = job["spec"]["template"]
         template["metadata"]["annotations"] = {PAIR_ANNOTATION: pair}

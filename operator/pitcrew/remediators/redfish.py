@@ -25,15 +25,17 @@ from pitcrew.remediators.base import RemediationError, RemediationRequest
 PREFERRED_RESETS = ("ForceRestart", "PowerCycle", "GracefulRestart")
 
 
-def _credentials(api: client.ApiClient, request: RemediationRequest) -> tuple[str, str]:
+def _credentials(
+    api: client.ApiClient, request: RemediationRequest, *, namespace: str
+) -> tuple[str, str]:
     ref = request.policy.remediation.redfish.credentials_secret
     if ref is None:
         raise RemediationError("reboot needs spec.remediation.redfish.credentialsSecret")
     try:
-        secret = client.CoreV1Api(api).read_namespaced_secret(ref.name, ref.namespace)
+        secret = client.CoreV1Api(api).read_namespaced_secret(ref.name, namespace)
     except client.ApiException as error:
         raise RemediationError(
-            f"cannot read Secret {ref.namespace}/{ref.name}: {error.status} {error.reason}"
+            f"cannot read Secret {namespace}/{ref.name}: {error.status} {error.reason}"
         ) from None
     data: dict[str, Any] = secret.data or {}
     try:
@@ -42,12 +44,14 @@ def _credentials(api: client.ApiClient, request: RemediationRequest) -> tuple[st
             base64.b64decode(data["password"]).decode(),
         )
     except KeyError as missing:
-        raise RemediationError(f"Secret {ref.namespace}/{ref.name} has no {missing}") from None
+        raise RemediationError(f"Secret {namespace}/{ref.name} has no {missing}") from None
 
 
 class RedfishReboot:
-    def __init__(self, api: client.ApiClient) -> None:
+    def __init__(self, api: client.ApiClient, *, namespace: str) -> None:
         self.api = api
+        self.namespace = namespace
+        """The operator's namespace, where the credentials Secret lives."""
 
     def start(self, request: RemediationRequest) -> str:
         annotations: dict[str, Any] = (
@@ -60,7 +64,7 @@ class RedfishReboot:
                 f"node {request.node} has no {BMC_ENDPOINT_ANNOTATION} / "
                 f"{BMC_SYSTEM_ANNOTATION} annotations naming its BMC"
             )
-        username, password = _credentials(self.api, request)
+        username, password = _credentials(self.api, request, namespace=self.namespace)
         verify = request.policy.remediation.redfish.verify_tls
         try:
             connection = sushy.Sushy(

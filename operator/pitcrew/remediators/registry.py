@@ -11,6 +11,7 @@ from __future__ import annotations
 from kubernetes import client
 
 from pitcrew.api.policy import RemediationAction
+from pitcrew.kube.jobs import JobPods
 from pitcrew.remediators.base import Remediator
 from pitcrew.remediators.clusterapi import ClusterApi
 from pitcrew.remediators.redfish import RedfishReboot
@@ -19,13 +20,18 @@ from pitcrew.remediators.webhook import Webhook
 
 
 def remediators(
-    api: client.ApiClient, *, namespace: str, reset_image: str, reset_account: str
+    api: client.ApiClient,
+    *,
+    namespace: str,
+    reset_image: str,
+    reset_account: str,
+    pods: JobPods,
 ) -> dict[RemediationAction, Remediator]:
     return {
         RemediationAction.RESET_GPU: ResetGpu(
-            api, namespace=namespace, image=reset_image, service_account=reset_account
+            api, namespace=namespace, image=reset_image, service_account=reset_account, pods=pods
         ),
-        RemediationAction.REBOOT: RedfishReboot(api),
+        RemediationAction.REBOOT: RedfishReboot(api, namespace=namespace),
         RemediationAction.REIMAGE: Webhook(),
         RemediationAction.WEBHOOK: Webhook(),
         RemediationAction.CLUSTER_API: ClusterApi(api),

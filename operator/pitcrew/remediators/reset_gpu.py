@@ -15,10 +15,17 @@ from pitcrew.remediators.base import RemediationRequest
 
 class ResetGpu:
     def __init__(
-        self, api: client.ApiClient, *, namespace: str, image: str, service_account: str
+        self,
+        api: client.ApiClient,
+        *,
+        namespace: str,
+        image: str,
+        service_account: str,
+        pods: jobs.JobPods,
     ) -> None:
         self.api, self.namespace, self.image = api, namespace, image
         self.service_account = service_account
+        self.pods = pods
 
     def start(self, request: RemediationRequest) -> str:
         job = jobs.reset_job(
@@ -29,6 +36,7 @@ class ResetGpu:
             image=self.image,
             deadline_seconds=request.timeout_seconds,
             service_account=self.service_account,
+            pods=self.pods,
         )
         created = jobs.create(self.api, job)
         target = ",".join(map(str, request.gpus)) or "all GPUs"

@@ -126,17 +126,29 @@ def test_invalid_validation_run_is_rejected_with_its_reason(
     assert message in rejection(custom, "validationruns", body)
 
 
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        ({"safety": {"maxUnhealty": 3}}, "spec.safety.maxUnhealty"),
+        # The credentials Secret is always in the operator's namespace: it may read
+        # no other, so the schema has no namespace to get wrong.
+        (
+            {"remediation": {"redfish": {"credentialsSecret": {"name": "b", "namespace": "x"}}}},
+            "spec.remediation.redfish.credentialsSecret.namespace",
+        ),
+    ],
+)
 def test_unknown_field_is_rejected_under_strict_validation(
-    custom: client.CustomObjectsApi,
+    custom: client.CustomObjectsApi, spec: dict[str, Any], field: str
 ) -> None:
-    body = with_spec(VALID_POLICY, safety={"maxUnhealty": 3})
+    body = with_spec(VALID_POLICY, **spec)
     body["metadata"] = {"name": f"typo-{uuid.uuid4().hex[:8]}"}
     with pytest.raises(client.ApiException) as caught:
         custom.create_cluster_custom_object(
             GROUP, VERSION, "gpuhealthpolicies", body, field_validation="Strict"
         )
     assert caught.value.status == 400
-    assert 'unknown field "spec.safety.maxUnhealty"' in json.loads(caught.value.body)["message"]
+    assert f'unknown field "{field}"' in json.loads(caught.value.body)["message"]
 
 
 def test_validation_run_spec_cannot_change(custom: client.CustomObjectsApi) -> None:

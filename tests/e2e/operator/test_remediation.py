@@ -102,7 +102,7 @@ def test_redfish_reboot_reaches_the_bmc(
         fleet.policy(
             remediation={
                 "ladders": {"fatal": [{"action": "reboot", "timeout": "10m"}]},
-                "redfish": {"credentialsSecret": {"name": secret, "namespace": NAMESPACE}},
+                "redfish": {"credentialsSecret": {"name": secret}},
             }
         )
         fleet.wait_phase(node, "Healthy")

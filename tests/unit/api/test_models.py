@@ -67,3 +67,13 @@ def test_a_malformed_duration_in_a_policy_is_refused_with_its_field() -> None:
         GPUHealthPolicySpec.model_validate(
             {"nodeSelector": SELECTOR, "safety": {"drain": {"timeout": "ten minutes"}}}
         )
+
+
+def test_a_naive_timestamp_is_refused() -> None:
+    from pitcrew.api.gpunode import GPUNodeStatus  # noqa: PLC0415
+
+    with pytest.raises(ValidationError, match="timezone"):
+        GPUNodeStatus.model_validate({"phaseSince": "2026-12-01T12:00:00"})
+    aware = GPUNodeStatus.model_validate({"phaseSince": "2026-12-01T12:00:00Z"})
+    assert aware.phase_since is not None
+    assert aware.phase_since.utcoffset() == datetime.timedelta(0)

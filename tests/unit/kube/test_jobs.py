@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pitcrew.kube.jobs import probe_job
+from pitcrew.kube.jobs import JobPods, pair_jobs, probe_job, reset_job
 
 
 def test_probe_pods_take_every_gpu_and_the_configured_cpu_and_memory() -> None:
@@ -17,6 +17,7 @@ def test_probe_pods_take_every_gpu_and_the_configured_cpu_and_memory() -> None:
         priority_class="pitcrew-probe",
         service_account="pc-pitcrew-probe",
         resources={"requests": {"cpu": "4", "nvidia.com/gpu": "1"}, "limits": {"memory": "64Gi"}},
+        pods=JobPods(image_pull_secrets=("regcred",), runtime_class="nvidia"),
     )
     pod = job["spec"]["template"]["spec"]
     resources = pod["containers"][0]["resources"]
@@ -25,3 +26,33 @@ def test_probe_pods_take_every_gpu_and_the_configured_cpu_and_memory() -> None:
     assert pod["serviceAccountName"] == "pc-pitcrew-probe"
     assert pod["priorityClassName"] == "pitcrew-probe"
     assert pod["nodeSelector"] == {"kubernetes.io/hostname": "n1"}
+    assert pod["imagePullSecrets"] == [{"name": "regcred"}]
+    assert pod["runtimeClassName"] == "nvidia"
+    assert job["spec"]["template"]["spec"]["containers"][0]["command"][-2:] == [
+        "--job",
+        "probe-n1",
+    ]
+
+
+def test_reset_and_pair_jobs_carry_the_clusters_pull_secrets_and_runtime() -> None:
+    pods = JobPods(image_pull_secrets=("regcred",), runtime_class="nvidia")
+    reset = reset_job(
+        name="fix", namespace="ns", node="n1", gpus=(3,), image="cuda", deadline_seconds=60,
+        service_account="sa", pods=pods,
+    )  # fmt: skip
+    pairs = pair_jobs(
+        run="r", pair="a--b", attempt=1, nodes=["a", "b"], master_address="10.0.0.1",
+        namespace="ns", image="probe", gpus=8, deadline_seconds=60, service_account="sa",
+        pods=pods, priority_class="pitcrew-probe",
+        resources={"requests": {"cpu": "4"}, "limits": {"memory": "8Gi"}},
+    )  # fmt: skip
+    for job in (reset, *pairs):
+        spec = job["spec"]["template"]["spec"]
+        assert spec["imagePullSecrets"] == [{"name": "regcred"}]
+        assert spec["runtimeClassName"] == "nvidia"
+    for job in pairs:
+        spec = job["spec"]["template"]["spec"]
+        assert spec["priorityClassName"] == "pitcrew-probe"
+        container = spec["containers"][0]
+        assert container["resources"]["requests"] == {"cpu": "4", "nvidia.com/gpu": "8"}
+        assert container["terminationMessagePath"] == "/dev/termination-log"

@@ -39,7 +39,7 @@ def reboot(monkeypatch: pytest.MonkeyPatch, allowed: list[str]) -> tuple[System,
             return system
 
     monkeypatch.setattr(sushy, "Sushy", Connection)
-    monkeypatch.setattr(redfish, "_credentials", lambda api, request: ("u", "p"))
+    monkeypatch.setattr(redfish, "_credentials", lambda api, request, namespace: ("u", "p"))
     request = RemediationRequest(
         node="n0",
         node_object={
@@ -60,7 +60,7 @@ def reboot(monkeypatch: pytest.MonkeyPatch, allowed: list[str]) -> tuple[System,
         timeout_seconds=600,
         policy=SPEC,
     )
-    return system, RedfishReboot(api=None).start(request)  # type: ignore[arg-type]
+    return system, RedfishReboot(api=None, namespace="ns").start(request)  # type: ignore[arg-type]
 
 
 def test_a_forced_restart_is_preferred(monkeypatch: pytest.MonkeyPatch) -> None:
