@@ -1,25 +1,31 @@
 """ValidationRun planning: which nodes to validate now, how to pair them, whom to blame.
 
 A pure function of the run, the nodes it selects and the evidence so far,
-like :mod:`pitcrew.core.lifecycle`. A run proceeds in two stages:
+like :mod:`pitcrew.core.lifecycle`. A run takes at most ``maxConcurrentNodes``
+nodes out of service at a time, counting every node it holds: those
+validating and those that passed and wait for their pair test.
 
-1. **Single-node validation**, rolling: at most ``maxConcurrentNodes`` nodes
-   carry the request annotation at a time. The node lifecycle takes a
-   requested node out of service when it is idle, runs the probe Job (the
-   suite of the run) and keeps it in Validating while the request stands;
-   a node whose probe fails goes down the usual quarantine path.
-2. **Multi-node all-reduce** between the nodes that passed, while they are
-   still out of service: disjoint pairs (``pairwise``) or neighbours on a
-   ring (``ring``), within or across the topology groups named by
-   ``topologyKey``. A failing pair proves only that *one* of two nodes (or
-   the fabric between them) is bad, so each node of a failing pair is
-   re-paired once with a known-good partner (a node from a passing pair):
-   a node that fails again is blamed, a node that passes is cleared. Only
-   blamed nodes fail the run; their failing ``nccl-pair`` result is written to
-   their GPUNode as a probe report, so the lifecycle quarantines them.
+1. **Single-node validation**, rolling: the node lifecycle takes a requested
+   node out of service when it is idle, runs the probe Job (the run's suite)
+   and keeps it in Validating while the request stands; a node whose probe
+   fails goes down the usual quarantine path.
+2. **Multi-node all-reduce in batches**: once the budget is full of nodes
+   that passed (or nothing is left to validate), they are paired among
+   themselves: disjoint pairs (``pairwise``) or neighbours on a ring
+   (``ring``), within or across the topology groups named by
+   ``topologyKey`` (``within`` never pairs across a group; a node alone in
+   its group is reported untested). A failing pair proves only that *one* of
+   two nodes (or the fabric between them) is bad, so each node of a failing
+   pair is re-paired once with a known-good partner (from any batch): a node
+   that fails again is blamed, a node that passes is cleared. Blamed nodes
+   fail the run; their failing ``nccl-pair`` result is written to their
+   GPUNode as the awaited probe report before they are released, so the
+   lifecycle quarantines them. Judged nodes are released and the next nodes
+   start.
 
-When every node has a result, the run releases its requests (passed nodes
-go back to service) and ends Succeeded, or Failed if any node failed.
+When every node has a result the run ends Succeeded, or Failed if any node
+failed or could not be tested (a pair that never reported, a node that
+disappeared, the run's timeout).
 """
 
 from __future__ import annotations
@@ -212,19 +218,27 @@ def _advance(node: NodeResult, candidate: Candidate | None) -> NodeResult:
     return _single_result(node, candidate) if node.result is RUNNING else node
 
 
-def _single_stage(
-    spec: ValidationRunSpec,
-    status: ValidationRunStatus,
-    by_name: dict[str, Candidate],
-    now: datetime.datetime,
+def _record_singles(
+    status: ValidationRunStatus, by_name: dict[str, Candidate]
 ) -> ValidationRunStatus:
-    """Record single-node results and start pending nodes, rolling."""
-    nodes = [_advance(n, by_name.get(n.node)) for n in status.nodes]
-    running = sum(1 for n in nodes if n.result is RUNNING)
+    """Record the single-node results that came in."""
+    return status.model_copy(
+        update={"nodes": [_advance(n, by_name.get(n.node)) for n in status.nodes]}
+    )
+
+
+def _start_singles(
+    spec: ValidationRunSpec, status: ValidationRunStatus, now: datetime.datetime, *, busy: int
+) -> ValidationRunStatus:
+    """Start pending nodes, rolling: ``busy`` nodes of the run are out of service already
+    (waiting for or in a pair test) and count against ``maxConcurrentNodes`` like the
+    ones validating."""
+    nodes = list(status.nodes)
+    out = busy + sum(1 for n in nodes if n.result is RUNNING)
     for index, node in enumerate(nodes):
-        if node.result is PENDING and running < spec.max_concurrent_nodes:
+        if node.result is PENDING and out < spec.max_concurrent_nodes:
             nodes[index] = node.model_copy(update={"result": RUNNING, "started_at": now})
-            running += 1
+            out += 1
     return status.model_copy(update={"nodes": nodes})
 
 
@@ -234,12 +248,14 @@ def _apply_verdicts(
     final = []
     for node in nodes:
         verdict = verdicts.get(node.node)
-        if verdict is None or node.result is not PASS:
+        if verdict is None or node.result is not PASS or node.partner:
             final.append(node)
             continue
         result, partner, message = verdict
         final.append(
-            node.model_copy(update={"result": result, "partner": partner, "message": message})
+            node.model_copy(
+                update={"result": result, "partner": partner or "-", "message": message}
+            )
         )
     return final
 
@@ -251,6 +267,10 @@ def plan(
     candidates: list[Candidate],
     now: datetime.datetime,
 ) -> RunPlan:
+    """The run's next step. Nodes are out of service ``maxConcurrentNodes`` at a time,
+    counting those that passed and wait for their pair test: when the budget is full
+    of them (or nothing is left to validate) they are paired as a batch, judged, and
+    released, and the next nodes start."""
     if status.phase in (RunPhase.SUCCEEDED, RunPhase.FAILED):
         return RunPlan(status=status)
     by_name = {c.name: c for c in candidates}
@@ -258,78 +278,106 @@ def plan(
         status = _begin(status, candidates, now)
     assert status.started_at is not None
     if now - status.started_at > spec.timeout:
-        # A node whose pair test never reported is not validated: a run whose pairs
-        # stayed silent (a refused write, a hung pod) must end Failed, never Succeeded.
-        silent = {
-            n: p.name for p in status.pairs if p.result in (PENDING, RUNNING) for n in p.nodes
+        return RunPlan(status=_timed_out(spec, status, now))
+
+    pairs = list(status.pairs)
+    open_nodes = {n for p in pairs if p.result in (PENDING, RUNNING) for n in p.nodes}
+    blame: dict[str, str] = {}
+    if not open_nodes and pairs:
+        verdicts, repairs = _judge(pairs)
+        if repairs:
+            retests = [
+                PairResult(name=pair_name(a, b), nodes=[a, b], attempt=2) for a, b in repairs
+            ]
+            status = status.model_copy(update={"pairs": [*pairs, *retests]})
+            held = _waiting(status) | {n for p in retests for n in p.nodes}
+            held |= {n.node for n in status.nodes if n.result is RUNNING}
+            return RunPlan(status=status, requested=frozenset(held), start_pairs=tuple(retests))
+        before = {n.node: n.result for n in status.nodes}
+        nodes = _apply_verdicts(list(status.nodes), verdicts)
+        blame = {
+            n.node: n.message
+            for n in nodes
+            if n.result is FAIL and before.get(n.node) is PASS and n.node in verdicts
         }
-        nodes = [
-            n.model_copy(
-                update={
-                    "result": ERROR,
-                    "message": f"pair test {silent[n.node]} did not report within {spec.timeout}",
-                }
-            )
-            if n.node in silent
-            else n
-            if n.result in DONE
-            else n.model_copy(
-                update={"result": ERROR, "message": f"not finished within {spec.timeout}"}
-            )
-            for n in status.nodes
-        ]
-        return RunPlan(status=_finish(status.model_copy(update={"nodes": nodes}), now))
-
-    status = _single_stage(spec, status, by_name, now)
-    if any(n.result in (PENDING, RUNNING) for n in status.nodes):
-        # Nodes that passed stay out of service for the pair tests: released in
-        # between, they would take work and be pulled out again (and found busy).
-        held = frozenset(n.node for n in status.nodes if n.result in (RUNNING, PASS))
-        return RunPlan(status=status, requested=held)
-
-    return _pair_stage(spec, status, by_name, now)
+        status = status.model_copy(update={"nodes": nodes})
+    status = _record_singles(status, by_name)
+    waiting = _waiting(status)
+    status = _start_singles(spec, status, now, busy=len(waiting | open_nodes))
+    running = {n.node for n in status.nodes if n.result is RUNNING}
+    pending = any(n.result is PENDING for n in status.nodes)
+    start: tuple[PairResult, ...] = ()
+    batch_ready = not pending or len(waiting) >= min(2, spec.max_concurrent_nodes)
+    if not open_nodes and not running and waiting and batch_ready:
+        status, start, lonely = _pair_batch(spec, status, by_name, waiting)
+        status = status.model_copy(update={"nodes": _apply_verdicts(list(status.nodes), lonely)})
+        waiting = _waiting(status)
+        if not start:
+            # Nothing to pair in this batch: its nodes are judged; the next ones start.
+            status = _start_singles(spec, status, now, busy=len(waiting))
+            running = {n.node for n in status.nodes if n.result is RUNNING}
+            pending = any(n.result is PENDING for n in status.nodes)
+    if not pending and not running and not waiting and not start and not open_nodes:
+        return RunPlan(status=_finish(status, now), blame=blame)
+    held = running | waiting | open_nodes | {n for p in start for n in p.nodes}
+    return RunPlan(status=status, requested=frozenset(held), start_pairs=start, blame=blame)
 
 
-def _pair_stage(
+def _waiting(status: ValidationRunStatus) -> set[str]:
+    """Nodes that passed on their own and have no pair verdict yet: still held."""
+    return {n.node for n in status.nodes if n.result is PASS and not n.partner}
+
+
+def _pair_batch(
     spec: ValidationRunSpec,
     status: ValidationRunStatus,
     by_name: dict[str, Candidate],
-    now: datetime.datetime,
-) -> RunPlan:
-    """Pair tests among the nodes that passed, which stay out of service meanwhile."""
-    passed = [by_name[n.node] for n in status.nodes if n.result is PASS and n.node in by_name]
-    held = frozenset(c.name for c in passed)
-    pairs = {p.name: p for p in status.pairs}
-    if not pairs:
-        new = [PairResult(name=pair_name(a, b), nodes=[a, b]) for a, b in _pairs(passed, spec)]
-        if new:
-            status = status.model_copy(update={"pairs": new})
-            return RunPlan(status=status, requested=held, start_pairs=tuple(new))
-    if any(p.result in (PENDING, RUNNING) for p in pairs.values()):
-        return RunPlan(status=status, requested=held)
-    verdicts, repairs = _judge(list(pairs.values()))
-    if len(passed) > 1:
-        # A node alone in its topology group (``within``) had no partner: untested.
-        paired = {n for p in pairs.values() for n in p.nodes}
-        for c in passed:
-            if c.name not in paired:
-                verdicts[c.name] = (
-                    ERROR,
-                    "",
-                    f"no partner in its {spec.topology_key or 'topology'} group {c.group!r}: "
-                    "the multi-node test could not run",
-                )
-    if repairs:
-        retests = [PairResult(name=pair_name(a, b), nodes=[a, b], attempt=2) for a, b in repairs]
-        status = status.model_copy(update={"pairs": [*pairs.values(), *retests]})
-        return RunPlan(status=status, requested=held, start_pairs=tuple(retests))
-    nodes = _apply_verdicts(list(status.nodes), verdicts)
-    blame = {
-        n.node: n.message
-        for n in nodes
-        if n.result is FAIL and n.node in verdicts and verdicts[n.node][0] is FAIL
-    }
-    return RunPlan(status=_finish(status.model_copy(update={"nodes": nodes}), now), blame=blame)
+    waiting: set[str],
+) -> tuple[
+    ValidationRunStatus, tuple[PairResult, ...], dict[str, tuple[NodeResultStatus, str, str]]
+]:
+    """First-round pair tests among the waiting nodes; verdicts for the ones that have
+    no partner (alone in their topology group, or the only node of the run)."""
+    batch = [by_name[n] for n in sorted(waiting) if n in by_name]
+    new = [PairResult(name=pair_name(a, b), nodes=[a, b]) for a, b in _pairs(batch, spec)]
+    paired = {n for p in new for n in p.nodes}
+    lonely: dict[str, tuple[NodeResultStatus, str, str]] = {}
+    alone = len(status.nodes) == 1
+    for name in sorted(waiting - paired):
+        if alone:
+            lonely[name] = (PASS, "-", "passed; the only node of the run, nothing to pair")
+        else:
+            group = by_name[name].group if name in by_name else ""
+            lonely[name] = (
+                ERROR,
+                "-",
+                f"no partner in its {spec.topology_key or 'topology'} group {group!r}: "
+                "the multi-node test could not run",
+            )
+    pairs = [*status.pairs, *new]
+    return status.model_copy(update={"pairs": pairs}), tuple(new), lonely
+
+
+def _timed_out(
+    spec: ValidationRunSpec, status: ValidationRunStatus, now: datetime.datetime
+) -> ValidationRunStatus:
+    # A node whose pair test never reported is not validated: a run whose pairs
+    # stayed silent (a refused write, a hung pod) must end Failed, never Succeeded.
+    silent = {n: p.name for p in status.pairs if p.result in (PENDING, RUNNING) for n in p.nodes}
+    nodes = []
+    for n in status.nodes:
+        if n.node in silent:
+            message = f"pair test {silent[n.node]} did not report within {spec.timeout}"
+            nodes.append(n.model_copy(update={"result": ERROR, "message": message}))
+        elif n.result in DONE and (n.result is not PASS or n.partner):
+            nodes.append(n)
+        elif n.result is PASS:
+            message = f"passed alone; no pair test within {spec.timeout}"
+            nodes.append(n.model_copy(update={"result": ERROR, "message": message}))
+        else:
+            message = f"not finished within {spec.timeout}"
+            nodes.append(n.model_copy(update={"result": ERROR, "message": message}))
+    return _finish(status.model_copy(update={"nodes": nodes}), now)
 
 
 def _judge(
