@@ -1,10 +1,13 @@
 """The ``gpuhealth`` command line.
 
-``gpuhealth check`` exits 0 when the node is healthy, 1 when any check
-failed, 2 when the checks could not run (no NVML, bad scenario file, a
-backend error); ``gpuhealth parse`` exits 0 on a clean parse, 1 when the
-parsed results contain failures, 2 on unreadable input. Errors are one line
-on stderr, never a traceback.
+``gpuhealth check`` exits 1 when any check or probe failed; otherwise 2 when
+any could not run (status ``error``: no NVML, bad scenario file, a backend
+error, a probe that crashed or has no floor for an unknown GPU model), with
+one line on stderr naming them, because a node whose probes did not run has
+not been validated; otherwise 0. ``gpuhealth allreduce`` exits the same way
+for its one measurement. ``gpuhealth parse`` exits 0 on a clean parse, 1 when
+the parsed results contain failures, 2 on unreadable input. Errors are one
+line on stderr, never a traceback.
 
 Rates need two readings. ``--rate-window`` takes the second reading that many
 seconds after the first; on the simulated backend time is virtual, so the
@@ -16,6 +19,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -25,14 +29,18 @@ from typing import Any
 from gpuhealth import sweep, xid
 from gpuhealth.active.probes import SUITES, run_measurement
 from gpuhealth.backends.base import Backend
-from gpuhealth.backends.nvml import NvmlBackend
+from gpuhealth.backends.nvml import NvmlBackend, nvml_device_name
 from gpuhealth.backends.sim import SimBackend
 from gpuhealth.checks import Expectations
 from gpuhealth.errors import GpuhealthError
 from gpuhealth.faults import parse_faults
-from gpuhealth.models import get_model
+from gpuhealth.models import (
+    GpuModel,
+    get_model,
+    require_model_for_nvml_name,
+)
 from gpuhealth.parsers import dcgm_diag, kmsg, nccl_tests
-from gpuhealth.report import CheckStatus, RecommendedAction, Report
+from gpuhealth.report import CheckResult, CheckStatus, RecommendedAction, Report
 
 EXIT_HEALTHY, EXIT_UNHEALTHY, EXIT_CANNOT_RUN = 0, 1, 2
 
@@ -101,9 +109,27 @@ def _check(args: argparse.Namespace) -> int:
         print(report.model_dump_json(by_alias=True, indent=2))
     else:
         print_report(report, verbose=args.verbose)
-    if any(c.name == "backend" and c.status is CheckStatus.ERROR for c in report.checks):
-        return EXIT_CANNOT_RUN
-    return EXIT_HEALTHY if report.healthy else EXIT_UNHEALTHY
+    return _exit_code(report.checks)
+
+
+def _exit_code(checks: Sequence[CheckResult]) -> int:
+    """1 on any failure; else 2, saying on stderr what could not run, on any
+    error; else 0. An error is never a pass: the check did not happen."""
+    if any(c.status is CheckStatus.FAIL for c in checks):
+        return EXIT_UNHEALTHY
+    errors: dict[str, list[CheckResult]] = {}
+    for check in checks:
+        if check.status is CheckStatus.ERROR:
+            errors.setdefault(check.name, []).append(check)
+    if not errors:
+        return EXIT_HEALTHY
+    parts = []
+    for name, found in errors.items():
+        gpus = [c.gpu for c in found if c.gpu is not None]
+        where = f" (gpu {','.join(str(g) for g in gpus)})" if gpus else ""
+        parts.append(f"{name}{where}: {found[0].message or 'error'}")
+    print(f"gpuhealth: could not run {len(errors)} check(s): {'; '.join(parts)}", file=sys.stderr)
+    return EXIT_CANNOT_RUN
 
 
 def _parse(args: argparse.Namespace) -> int:
@@ -177,8 +203,7 @@ def _allreduce(args: argparse.Namespace) -> int:
     """Multi-node all-reduce for one rank; judged against the inter-node floor."""
     from gpuhealth.active.torch_probes import multinode_allreduce_busbw  # noqa: PLC0415
 
-    model = get_model(args.gpu_model)
-    floor = args.floor or model.nccl_inter_floor_gbps_per_nic * args.nics
+    floor = args.floor or _local_model(args).nccl_inter_floor_gbps_per_nic * args.nics
     result = run_measurement(
         "nccl-multinode",
         multinode_allreduce_busbw,
@@ -192,9 +217,22 @@ def _allreduce(args: argparse.Namespace) -> int:
         if args.json
         else f"{result.status.value.upper()} {result.name} {result.message or result.observed}"
     )
-    if result.status is CheckStatus.ERROR:
-        return EXIT_CANNOT_RUN
-    return EXIT_UNHEALTHY if result.status is CheckStatus.FAIL else EXIT_HEALTHY
+    return _exit_code([result])
+
+
+def _local_model(args: argparse.Namespace) -> GpuModel:
+    """``--gpu-model`` if given, else the model NVML names for this rank's GPU:
+    an H100's floor is no floor for another SKU, so there is no default."""
+    if args.gpu_model:
+        return get_model(args.gpu_model)
+    index = int(os.environ.get("LOCAL_RANK", "0"))
+    try:
+        name = nvml_device_name(index)
+    except GpuhealthError as error:
+        raise GpuhealthError(
+            f"cannot tell this GPU's model ({error}); pass --gpu-model or --floor"
+        ) from None
+    return require_model_for_nvml_name(name)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -228,7 +266,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="multi-node NCCL all-reduce for this rank (env: MASTER_ADDR, "
         "MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK)",
     )
-    allreduce.add_argument("--gpu-model", default="H100")
+    allreduce.add_argument(
+        "--gpu-model", default=None, help="GPU model (default: the one NVML names for LOCAL_RANK)"
+    )
     allreduce.add_argument("--nics", type=int, default=1, help="400G NICs per node in use")
     allreduce.add_argument("--floor", type=float, default=None, help="busbw floor, GB/s")
     allreduce.add_argument("--json", action="store_true")

@@ -130,6 +130,17 @@ class SlowNccl(FaultBase):
     factor: float = Field(gt=1)
 
 
+class ProbeError(FaultBase):
+    """An active probe that crashes instead of measuring (a benchmark that dies,
+    a CUDA error): the probe reports ``error``, not a pass and not a failure."""
+
+    type: Literal["probe-error"]
+    probe: Literal["gemm", "hbm", "pcie-bandwidth", "nccl-allreduce"]
+    gpu: GpuIndex | None = Field(
+        default=None, description="Only this GPU; every GPU when omitted (and for all-reduce)."
+    )
+
+
 class DriverMismatch(FaultBase):
     type: Literal["driver-mismatch"]
     version: str = Field(min_length=1, max_length=32)
@@ -182,6 +193,7 @@ Fault = Annotated[
     | SlowGemm
     | SlowHbm
     | SlowNccl
+    | ProbeError
     | DriverMismatch
     | IbPortDown
     | IbFlapping

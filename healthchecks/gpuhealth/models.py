@@ -47,22 +47,23 @@ class GpuModel:
 
 
 # How the floors follow from the data sheet, so a row can be checked by hand.
-# Each family keeps the ratios of the row that was measured first:
+# Each SKU keeps the ratios of its family's SXM row:
 #   gemm floor = peak dense bf16 x 0.606 (H100 and H200: 600 / 989.4),
 #                                x 0.737 (A100: 230 / 312);
 #   hbm floor  = HBM peak x 0.716 (H100: 2400 / 3350), x 0.708 (H200: 3400 / 4800),
 #                         x 0.736 (A100: 1500 / 2039);
 #   pcie floor = 0.625 x the x16 rate per direction (Gen5 64 GB/s -> 40, Gen4 32 -> 20);
 #   inter-node per NIC = the family's own (Gen5 hosts 46, Gen4 hosts 22: the NIC
-#   sits behind the same PCIe link).
-# Products rounded down to a multiple of 5. The NVLink-switch rows' single-node
-# all-reduce floors (460, 431, 220) were measured on 8-GPU NVSwitch boards; PCIe and
-# NVL cards have at most bridged pairs (or quads, H200 NVL), so an all-reduce over
-# all of a node's GPUs crosses PCIe and its floor is the PCIe floor (0.625 x the
-# x16 rate per direction). Those are derived, not measured: check them against
-# all_reduce_perf on a known-good node of that SKU before trusting a failure.
-# NVLink link counts for PCIe cards are the links of the NVLink bridge (600 GB/s:
-# 12 links, 900 GB/s: 18). Memory is what NVML reports (nvidia-smi's total MiB).
+#   sits behind the same PCIe generation).
+# Products are rounded down to a multiple of 5. The SXM rows' single-node
+# all-reduce floors (460, 431, 220) are for 8-GPU NVSwitch boards. PCIe and NVL
+# cards are joined at most in bridged pairs (quads for H200 NVL), so an
+# all-reduce over all of a node's GPUs crosses PCIe: its floor is the PCIe floor
+# (0.625 x the x16 rate per direction). That one is derived, not measured: check
+# it against all_reduce_perf on a known-good node of the SKU before trusting a
+# failure. NVLink link counts for PCIe cards are the links of their NVLink bridge
+# (600 GB/s: 12 links, 900 GB/s: 18). Memory is what NVML reports (nvidia-smi's
+# total MiB). Peak bf16 is the data sheet's figure with sparsity, halved.
 # fmt: off
 MODELS: dict[str, GpuModel] = {
     model.name: model

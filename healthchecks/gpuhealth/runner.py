@@ -13,12 +13,12 @@ import concurrent.futures
 import datetime
 from collections.abc import Collection, Mapping
 
-from gpuhealth.active.probes import SUITES, Probes, run_probes
+from gpuhealth.active.probes import SUITES, Probes, probes_not_run, run_probes
 from gpuhealth.backends.base import Backend
 from gpuhealth.checks import PASSIVE, CheckContext, Expectations, Memory
 from gpuhealth.errors import GpuhealthError
 from gpuhealth.history import CounterHistory
-from gpuhealth.models import model_for_nvml_name
+from gpuhealth.models import GpuModel, UnknownGpuModelError, require_model_for_nvml_name
 from gpuhealth.report import CheckResult, CheckStatus, Report
 from gpuhealth.samples import NodeSample
 from gpuhealth.thresholds import Thresholds
@@ -88,13 +88,15 @@ class Checker:
             )
         self.last_sample = sample
         expect = self.expect
+        model_problem = ""
         if expect.model is None and sample.gpus:
+            model, model_problem = _model_of(sample)
             expect = Expectations(
                 gpus=expect.gpus,
                 driver_version=expect.driver_version,
                 ib_ports=expect.ib_ports,
                 mig_enabled=expect.mig_enabled,
-                model=model_for_nvml_name(sample.gpus[0].identity.model),
+                model=model,
             )
         context = CheckContext(
             sample=sample, thresholds=self.thresholds, memory=self.memory, expect=expect
@@ -104,23 +106,26 @@ class Checker:
             if name not in self.disabled:
                 results.extend(check(context))
         if SUITES[suite]:
-            if probes is None or expect.model is None:
+            gpus = [g.identity.index for g in sample.gpus if not g.lost]
+            if probes is None:
                 results.append(
                     CheckResult(
                         name="active",
                         status=CheckStatus.ERROR,
-                        message="active probes need a probe backend and a known GPU model",
+                        message="active probes need a probe backend",
+                    )
+                )
+            elif expect.model is None:
+                # No model, no floors: every probe is "could not run", never a pass.
+                results.extend(
+                    probes_not_run(
+                        suite=suite,
+                        gpus=gpus,
+                        message=model_problem or "the node reports no GPUs to name a model",
                     )
                 )
             else:
-                results.extend(
-                    run_probes(
-                        probes,
-                        suite=suite,
-                        model=expect.model,
-                        gpus=[g.identity.index for g in sample.gpus if not g.lost],
-                    )
-                )
+                results.extend(run_probes(probes, suite=suite, model=expect.model, gpus=gpus))
         return Report(
             node=self.node,
             time=sample.time,
@@ -133,3 +138,20 @@ class Checker:
     def close(self) -> None:
         self._pool.shutdown(wait=False)
         self.backend.close()
+
+
+def _model_of(sample: NodeSample) -> tuple[GpuModel | None, str]:
+    """The model the node's GPUs name, or ``None`` and why not.
+
+    Lost GPUs answer with no name, so the first GPU that names itself decides;
+    a node whose GPUs disagree has no one model to judge probes against.
+    """
+    names = sorted({g.identity.model.strip() for g in sample.gpus if g.identity.model.strip()})
+    if not names:
+        return None, "no GPU reported its model name"
+    if len(names) > 1:
+        return None, f"GPUs report different models: {', '.join(names)}"
+    try:
+        return require_model_for_nvml_name(names[0]), ""
+    except UnknownGpuModelError as error:
+        return None, str(error)

@@ -110,6 +110,26 @@ PER_GPU: dict[str, tuple[str, str, RecommendedAction]] = {
 }
 
 
+def probes_not_run(*, suite: str, gpus: Sequence[int], message: str) -> list[CheckResult]:
+    """The results :func:`run_probes` would give, each ``error`` with ``message``:
+    for a suite that cannot be judged (no floors for an unknown GPU model), so
+    every probe the suite promised shows up as not run instead of going missing."""
+    wanted = SUITES[suite]
+    results = [
+        CheckResult(name=name, status=CheckStatus.ERROR, gpu=gpu, unit=unit, message=message)
+        for gpu in gpus
+        for name, (_, unit, _) in PER_GPU.items()
+        if name in wanted
+    ]
+    if "nccl-allreduce" in wanted:
+        results.append(
+            CheckResult(
+                name="nccl-allreduce", status=CheckStatus.ERROR, unit="GB/s", message=message
+            )
+        )
+    return results
+
+
 def run_probes(
     probes: Probes,
     *,

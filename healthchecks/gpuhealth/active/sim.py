@@ -1,6 +1,7 @@
 """Probe results for simulated GPUs: healthy values a little above the model's
 floors, scaled down by ``slow-*`` faults, a downtrained PCIe link or NVLink
-links that are down, the way the real numbers move."""
+links that are down, the way the real numbers move. A ``probe-error`` fault
+makes a probe raise, the way a crashed benchmark does."""
 
 from __future__ import annotations
 
@@ -23,13 +24,26 @@ class SimProbes:
         ]
         return max(slow, default=1.0)
 
+    def _crash(self, probe: str, gpu: int | None) -> None:
+        for x in self.backend.faults:
+            if (
+                isinstance(x, f.ProbeError)
+                and x.probe == probe
+                and (x.gpu is None or gpu is None or x.gpu == gpu)
+            ):
+                where = "" if gpu is None else f" on GPU {gpu}"
+                raise RuntimeError(f"simulated {probe} probe crash{where}")
+
     def gemm_tflops(self, gpu: int) -> float:
+        self._crash("gemm", gpu)
         return self.model.gemm_floor_tflops * HEADROOM / self._factor(f.SlowGemm, gpu)
 
     def hbm_gbps(self, gpu: int) -> float:
+        self._crash("hbm", gpu)
         return self.model.hbm_floor_gbps * HEADROOM / self._factor(f.SlowHbm, gpu)
 
     def h2d_gbps(self, gpu: int) -> float:
+        self._crash("pcie-bandwidth", gpu)
         healthy = self.model.pcie_floor_gbps * HEADROOM
         for x in self.backend.faults:
             if isinstance(x, f.PcieDowntrain) and x.gpu == gpu:
@@ -38,6 +52,7 @@ class SimProbes:
         return healthy
 
     def allreduce_busbw_gbps(self) -> float:
+        self._crash("nccl-allreduce", None)
         healthy = self.model.nccl_intra_floor_gbps * 1.04
         slow = max(
             (x.factor for x in self.backend.faults if isinstance(x, f.SlowNccl)), default=1.0

@@ -47,6 +47,19 @@ def _load() -> Any:
     return pynvml
 
 
+def nvml_device_name(index: int = 0) -> str:
+    """The name NVML gives GPU ``index`` (what ``nvidia-smi`` prints), for
+    commands that need the model without sampling the whole node."""
+    nvml = _load()
+    try:
+        return _text(nvml.nvmlDeviceGetName(nvml.nvmlDeviceGetHandleByIndex(index)))
+    except nvml.NVMLError as error:
+        raise BackendUnavailableError(f"NVML: GPU {index}: {error}") from None
+    finally:
+        with contextlib.suppress(nvml.NVMLError):
+            nvml.nvmlShutdown()
+
+
 class NvmlBackend:
     name = "nvml"
 

@@ -17,7 +17,7 @@ from gpuhealth.active.sim import SimProbes
 from gpuhealth.backends.sim import HEALTHY_DRIVER, SimBackend
 from gpuhealth.checks import PASSIVE, Expectations
 from gpuhealth.faults import parse_faults
-from gpuhealth.models import get_model
+from gpuhealth.models import MODELS, get_model
 from gpuhealth.report import CheckStatus, FaultClass, Report
 from gpuhealth.runner import Checker
 
@@ -66,7 +66,7 @@ def findings(report: Report) -> set[tuple[str, int | None, CheckStatus, FaultCla
     }
 
 
-@pytest.mark.parametrize("model", ["H100", "H200", "A100"])
+@pytest.mark.parametrize("model", sorted(MODELS))
 def test_healthy_node_passes_every_check(model: str) -> None:
     report = run("[]", model=model)
     assert report.healthy
@@ -229,8 +229,9 @@ def test_probe_finds_a_slow_part_and_only_that(
     assert verdict.observed < verdict.threshold
 
 
-def test_healthy_node_passes_every_probe() -> None:
-    report = run("[]", suite="full", disabled=PASSIVE)
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_healthy_node_passes_every_probe(model: str) -> None:
+    report = run("[]", model=model, suite="full", disabled=PASSIVE)
     assert report.healthy
     assert len(report.checks) == 8 * 3 + 1
 

@@ -12,10 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from gpuhealth import cli
 from gpuhealth.active import nccl_tests
 from gpuhealth.active.probes import ProbeFailedError, ProbeUnavailableError
 from gpuhealth.active.sim import HEADROOM
 from gpuhealth.active.torch_probes import TorchProbes
+from gpuhealth.backends.base import BackendUnavailableError
 from gpuhealth.backends.sim import SimBackend
 from gpuhealth.cli import main
 from gpuhealth.faults import FaultListError, IbFlapping, dump_faults, parse_faults
@@ -191,5 +193,127 @@ def test_multinode_allreduce_without_rendezvous_exits_two(
 ) -> None:
     for name in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE"):
         monkeypatch.delenv(name, raising=False)
-    assert main(["allreduce"]) == 2
+    assert main(["allreduce", "--gpu-model", "H100"]) == 2
     assert "needs MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE set" in capsys.readouterr().out
+
+
+def test_a_crashed_probe_exits_two_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = scenario(tmp_path, '[{"type": "probe-error", "probe": "gemm", "gpu": 2}]')
+    argv = ["check", "--backend", "sim", "--suite", "full", "--scenario", path, "--json"]
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    report = Report.model_validate_json(captured.out)
+    errors = [(c.name, c.gpu) for c in report.checks if c.status is CheckStatus.ERROR]
+    assert errors == [("gemm", 2)]
+    assert report.healthy  # an error is not a failure, but not a pass either
+    assert "could not run 1 check(s): gemm (gpu 2):" in captured.err
+    assert "simulated gemm probe crash on GPU 2" in captured.err
+
+
+@pytest.mark.parametrize("suite", ["quick", "full"])
+def test_every_gpu_s_probe_crashing_exits_two(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], suite: str
+) -> None:
+    faults = (
+        '[{"type": "probe-error", "probe": "hbm"},'
+        ' {"type": "probe-error", "probe": "nccl-allreduce"}]'
+    )
+    path = scenario(tmp_path, faults)
+    assert main(["check", "--backend", "sim", "--suite", suite, "--scenario", path]) == 2
+    captured = capsys.readouterr()
+    assert "hbm (gpu 0,1,2,3,4,5,6,7): probe failed: RuntimeError" in captured.err
+    assert ("nccl-allreduce: probe failed" in captured.err) is (suite == "full")
+    assert "HEALTHY" in captured.out
+
+
+def test_a_failure_outranks_a_probe_that_could_not_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = scenario(
+        tmp_path,
+        '[{"type": "probe-error", "probe": "gemm"}, {"type": "slow-hbm", "gpu": 1, "factor": 2}]',
+    )
+    assert main(["check", "--backend", "sim", "--suite", "quick", "--scenario", path]) == 1
+    assert "UNHEALTHY" in capsys.readouterr().out
+
+
+def test_a_passive_suite_does_not_run_probes_so_a_probe_fault_is_moot(tmp_path: Path) -> None:
+    path = scenario(tmp_path, '[{"type": "probe-error", "probe": "gemm"}]')
+    assert main(["check", "--backend", "sim", "--scenario", path]) == 0
+
+
+def test_probe_error_fault_refuses_an_unknown_probe() -> None:
+    with pytest.raises(FaultListError, match="probe"):
+        parse_faults('[{"type": "probe-error", "probe": "gemmm"}]')
+
+
+def test_a_pcie_sku_on_the_cli_is_judged_by_its_own_floors(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["check", "--backend", "sim", "--gpu-model", "H100-PCIE", "--suite", "quick", "--json"]
+    assert main(argv) == 0
+    report = Report.model_validate_json(capsys.readouterr().out)
+    assert {c.threshold for c in report.checks if c.name == "gemm"} == {
+        get_model("H100-PCIE").gemm_floor_tflops
+    }
+    assert {g.model for g in report.gpus} == {"NVIDIA H100 PCIe"}
+
+
+def test_an_unknown_short_model_name_exits_two(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "--backend", "sim", "--gpu-model", "H100-SXM"]) == 2
+    assert "unknown GPU model 'H100-SXM'" in capsys.readouterr().err
+
+
+def busbw(monkeypatch: pytest.MonkeyPatch, value: float) -> None:
+    from gpuhealth.active import torch_probes  # noqa: PLC0415
+
+    monkeypatch.setattr(torch_probes, "multinode_allreduce_busbw", lambda: value)
+
+
+def test_allreduce_takes_the_floor_of_the_gpu_nvml_names(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    busbw(monkeypatch, 30.0)  # above an A100's 22 GB/s per NIC, below an H100's 46
+    monkeypatch.setattr(cli, "nvml_device_name", lambda index: "NVIDIA A100 80GB PCIe")
+    assert main(["allreduce", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert (result["status"], result["threshold"]) == ("pass", 22)
+
+
+def test_allreduce_on_an_unknown_gpu_exits_two_naming_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    busbw(monkeypatch, 500.0)
+    monkeypatch.setattr(cli, "nvml_device_name", lambda index: "NVIDIA H100")
+    assert main(["allreduce"]) == 2
+    captured = capsys.readouterr()
+    assert "unknown GPU model 'NVIDIA H100'; known: " in captured.err
+    assert "PASS" not in captured.out
+
+
+def test_allreduce_without_nvml_asks_for_the_model(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def no_nvml(index: int) -> str:
+        raise BackendUnavailableError("NVML not available: no driver")
+
+    busbw(monkeypatch, 500.0)
+    monkeypatch.setattr(cli, "nvml_device_name", no_nvml)
+    assert main(["allreduce"]) == 2
+    err = capsys.readouterr().err
+    assert "NVML not available: no driver" in err
+    assert "pass --gpu-model or --floor" in err
+
+
+def test_allreduce_with_a_floor_needs_no_model(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def unreachable(index: int) -> str:
+        raise AssertionError("the model is not needed when --floor is given")
+
+    busbw(monkeypatch, 30.0)
+    monkeypatch.setattr(cli, "nvml_device_name", unreachable)
+    assert main(["allreduce", "--floor", "40"]) == 1
+    assert capsys.readouterr().out.startswith("FAIL nccl-multinode")
