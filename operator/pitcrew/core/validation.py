@@ -340,6 +340,14 @@ def _pair_batch(
     no partner (alone in their topology group, or the only node of the run)."""
     batch = [by_name[n] for n in sorted(waiting) if n in by_name]
     new = [PairResult(name=pair_name(a, b), nodes=[a, b]) for a, b in _pairs(batch, spec)]
+    if len(batch) == 1:
+        # The last node of a run whose earlier nodes were paired and released: it is
+        # tested with one of them, a known-good partner (held again for the test).
+        partner = _known_good_partner(spec, status, by_name, batch[0])
+        if partner:
+            new = [
+                PairResult(name=pair_name(batch[0].name, partner), nodes=[batch[0].name, partner])
+            ]
     paired = {n for p in new for n in p.nodes}
     lonely: dict[str, tuple[NodeResultStatus, str, str]] = {}
     alone = len(status.nodes) == 1
@@ -356,6 +364,24 @@ def _pair_batch(
             )
     pairs = [*status.pairs, *new]
     return status.model_copy(update={"pairs": pairs}), tuple(new), lonely
+
+
+def _known_good_partner(
+    spec: ValidationRunSpec,
+    status: ValidationRunStatus,
+    by_name: dict[str, Candidate],
+    node: Candidate,
+) -> str:
+    """A node that passed its own pair test, from the scope the run asks for."""
+    good = sorted(
+        n.node
+        for n in status.nodes
+        if n.result is PASS and n.partner and n.node != node.name and n.node in by_name
+    )
+    same = [g for g in good if by_name[g].group == node.group]
+    other = [g for g in good if by_name[g].group != node.group]
+    choices = same if spec.pairing_scope is PairingScope.WITHIN else other or same
+    return choices[zlib.crc32(node.name.encode()) % len(choices)] if choices else ""
 
 
 def _timed_out(

@@ -347,3 +347,28 @@ def test_a_run_whose_pairs_never_report_fails_with_a_reason() -> None:
     )
     assert silent.status.phase is RunPhase.FAILED
     assert all("did not report" in n.message for n in silent.status.nodes)
+
+
+def test_the_last_node_alone_in_its_batch_is_paired_with_a_known_good_node() -> None:
+    run = spec(maxConcurrentNodes=2)
+    status = plan(spec=run, status=ValidationRunStatus(), candidates=candidates(3), now=T0).status
+    moment = T0
+    for _ in range(12):
+        moment += datetime.timedelta(minutes=1)
+        step = plan(spec=run, status=status, candidates=candidates(3, probe_at=moment), now=moment)
+        assert len(step.requested) <= 2
+        status = step.status.model_copy(
+            update={
+                "pairs": [
+                    p
+                    if p.result is not NodeResultStatus.PENDING
+                    else p.model_copy(update={"result": PASS, "busbw_gbps": 48.0})
+                    for p in step.status.pairs
+                ]
+            }
+        )
+        if step.status.phase is not RunPhase.RUNNING:
+            break
+    assert step.status.phase is RunPhase.SUCCEEDED
+    last = next(p for p in step.status.pairs if "n2" in p.nodes)
+    assert set(last.nodes) - {"n2"} <= {"n0", "n1"}
