@@ -76,6 +76,16 @@ class ChecksStatus(ApiModel):
     )
 
 
+class WatchedFinding(ApiModel):
+    """An application or watch finding the operator is watching: on its own it takes
+    nothing out of service, but one that persists escalates to ``degraded``."""
+
+    check: str = Field(max_length=64)
+    gpu: int | None = None
+    since: Timestamp
+    escalated: bool = False
+
+
 class RemediationStatus(ApiModel):
     action: RemediationAction
     fault_class: FaultClass
@@ -123,6 +133,11 @@ class GPUNodeStatus(ApiModel):
         default=None, description="Latest active validation report, written by the probe pod."
     )
     last_heartbeat: Timestamp | None = None
+    watching: list[WatchedFinding] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Application and watch findings, since when they persist.",
+    )
     probe_job: str = Field(
         default="",
         max_length=63,

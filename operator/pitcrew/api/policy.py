@@ -149,8 +149,8 @@ def _default_ladder() -> list[RemediationStep]:
 class Ladders(ApiModel):
     """Remediation ladder per fault class, climbed one rung per failed attempt.
 
-    Application and watch faults have no ladder: they never act alone, they
-    escalate to ``degraded`` when they repeat."""
+    Application and watch faults have no ladder: they never act alone; one that
+    persists for an hour escalates to ``degraded`` and takes that ladder."""
 
     fatal: list[RemediationStep] = Field(
         default_factory=_default_ladder, max_length=8, json_schema_extra=LADDER_RULES

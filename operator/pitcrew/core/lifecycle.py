@@ -48,6 +48,7 @@ from pitcrew.api.gpunode import (
     Phase,
     RemediationStatus,
     Transition,
+    WatchedFinding,
 )
 from pitcrew.api.meta import Condition, ConditionStatus
 from pitcrew.api.policy import DrainTimeoutAction, RemediationAction
@@ -65,6 +66,11 @@ from pitcrew.core import safety
 from pitcrew.core.views import FleetView, NodeState, PodView, PolicyView
 
 HEARTBEAT_MISSES = 3
+WATCH_ESCALATES_AFTER = datetime.timedelta(hours=1)
+"""An application or watch finding still failing after this long is treated as a
+degraded fault: one XID 13 is a user's bug, the same XID on the same GPU for an hour,
+job after job, is the GPU."""
+WATCHED_CLASSES = (FaultClass.APPLICATION, FaultClass.WATCH)
 PROBE_ATTEMPTS = 3
 """Probes one validation may start (after timeouts or reports that are no verdict)
 before the node is taken out as not validatable."""
@@ -96,6 +102,18 @@ def worst_finding(status: GPUNodeStatus, *, probe: bool = False) -> _Finding | N
     if probe and status.probe is not None:
         results.extend(status.probe.results)
     failing = [c for c in results if c.status is CheckStatus.FAIL and c.fault_class in SEVERITY]
+    persistent = {(w.check, w.gpu) for w in status.watching if w.escalated}
+    failing += [
+        c.model_copy(
+            update={
+                "fault_class": FaultClass.DEGRADED,
+                "name": f"{c.name}-persistent",
+                "message": f"{c.message or c.name} (for over {WATCH_ESCALATES_AFTER})",
+            }
+        )
+        for c in status.checks.results
+        if c.status is CheckStatus.FAIL and (c.name, c.gpu) in persistent
+    ]
     if not failing:
         return None
     worst = max(SEVERITY[c.fault_class] for c in failing)
@@ -289,8 +307,30 @@ def decide(
     return b.finish()
 
 
+def _watch(b: _Builder) -> None:
+    """Keep, for each application or watch finding of the latest report, the time it
+    was first seen, and mark the ones that outlived ``WATCH_ESCALATES_AFTER``."""
+    seen = {(w.check, w.gpu): w.since for w in b.status.watching}
+    watching = []
+    for c in b.status.checks.results:
+        if c.status is not CheckStatus.FAIL or c.fault_class not in WATCHED_CLASSES:
+            continue
+        since = seen.get((c.name, c.gpu), b.now)
+        watching.append(
+            WatchedFinding(
+                check=c.name,
+                gpu=c.gpu,
+                since=since,
+                escalated=b.now - since >= WATCH_ESCALATES_AFTER,
+            )
+        )
+    if watching != b.status.watching:
+        b.set(watching=watching[:64])
+
+
 def _observe(b: _Builder) -> None:
     """Conditions about the evidence itself: agent heartbeat, checks that could not run."""
+    _watch(b)
     status, spec = b.status, b.policy.spec
     errors = [c for c in status.checks.results if c.status is CheckStatus.ERROR]
     if errors:

@@ -110,3 +110,33 @@ def test_names_of_long_nodes_stay_unique_and_within_63_characters() -> None:
     assert len(keys) == 5
     assert all(len(k) <= 63 and k[-1].isalnum() for k in keys)
     assert bounded_name("short") == "short"
+
+
+def test_an_application_fault_alone_takes_nothing_out() -> None:
+    checks = report(finding(FaultClass.APPLICATION, name="xid", gpu=2))
+    decision = decide(
+        state=state(node(), status(checks=checks)), policy=policy(), fleet=fleet(), now=T0
+    )
+    assert decision.phase is Phase.HEALTHY
+    (watched,) = decision.status.watching
+    assert (watched.check, watched.gpu, watched.since, watched.escalated) == ("xid", 2, T0, False)
+
+
+def test_an_application_fault_that_persists_an_hour_escalates_to_degraded() -> None:
+    checks = report(finding(FaultClass.APPLICATION, name="xid", gpu=2))
+    current = status(checks=checks)
+    moments = [T0, T0 + datetime.timedelta(minutes=30), T0 + datetime.timedelta(minutes=61)]
+    for moment in moments:
+        decision = decide(state=state(node(), current), policy=policy(), fleet=fleet(), now=moment)
+        current = decision.status
+    assert decision.phase is Phase.SUSPECT
+    assert decision.status.reason == "XidPersistent"
+
+
+def test_a_watch_fault_that_clears_is_forgotten() -> None:
+    failing = status(checks=report(finding(FaultClass.WATCH, name="thermal", gpu=1)))
+    first = decide(state=state(node(), failing), policy=policy(), fleet=fleet(), now=T0)
+    assert first.status.watching
+    cleared = first.status.model_copy(update={"checks": report(at=LATER)})
+    second = decide(state=state(node(), cleared), policy=policy(), fleet=fleet(), now=LATER)
+    assert second.status.watching == []
