@@ -67,6 +67,12 @@ class ChecksStatus(ApiModel):
     backend: str = Field(default="", max_length=16)
     suite: str = Field(default="", max_length=16)
     results: list[CheckResult] = Field(default_factory=list, max_length=1024)
+    repair: str = Field(
+        default="",
+        max_length=253,
+        description="The confirmed repair (its key) the agent had applied when it wrote "
+        "this report: a rung is judged by reports that carry its key, never by clocks.",
+    )
     job: str = Field(
         default="",
         max_length=63,
@@ -92,6 +98,15 @@ class RemediationStatus(ApiModel):
     step: int = Field(ge=0, description="Index of the rung in the ladder.")
     attempt: int = Field(ge=1)
     started_at: Timestamp
+    boot_id: str = Field(
+        default="", max_length=64, description="The Node's boot ID when the rung started."
+    )
+    confirmed: str = Field(
+        default="",
+        max_length=256,
+        description="The evidence that the repair happened (a new boot ID, the reset Job's "
+        "success); empty until there is some.",
+    )
     reference: str = Field(
         default="", max_length=253, description="Job name, webhook idempotency key or BMC task."
     )

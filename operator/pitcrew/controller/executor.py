@@ -20,7 +20,6 @@ import datetime
 import json
 import logging
 import threading
-import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor as Pool
 from dataclasses import dataclass
@@ -45,7 +44,6 @@ from pitcrew.remediators import RemediationError, RemediationRequest, Remediator
 
 logger = logging.getLogger(__name__)
 DEFAULT_RUNG_TIMEOUT = Duration("15m")
-ANNOTATE_BACKOFF = (0.5, 1.0, 2.0, 4.0)
 RETRY_FIRST, RETRY_MAX = 0.5, 60.0
 Clock = Callable[[], datetime.datetime]
 Requeue = Callable[[str, float], None]
@@ -73,7 +71,6 @@ class Executor:
         settings: OperatorSettings,
         clock: Clock,
         requeue: Requeue,
-        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.cluster = cluster
         self.store = store
@@ -83,7 +80,6 @@ class Executor:
         self.settings = settings
         self.clock = clock
         self.requeue = requeue
-        self.sleep = sleep
         self.backoff = Backoff()
         self._lock = threading.Lock()
         self._remediation_errors: dict[str, str] = {}
@@ -195,6 +191,23 @@ class Executor:
                 )
             case a.StartProbe():
                 self._start_probe(plan, action)
+            case a.ConfirmRepair():
+                # Only once there is evidence the repair happened: the agent forgets
+                # latched findings on this word. A failed write fails the plan, which
+                # is retried with backoff; the rung itself is never started again.
+                self.cluster.annotate_node(
+                    node,
+                    {
+                        LAST_REMEDIATION: json.dumps(
+                            {
+                                "action": action.action.value,
+                                "key": action.key,
+                                "at": self.clock().isoformat(),
+                            }
+                        )
+                    },
+                )
+                self._event(node, action.reason, action.message)
             case a.Remediate():
                 self.remediation_pool.submit(self._remediate, plan, action, status)
         return status
@@ -307,35 +320,6 @@ class Executor:
             self._failed(action.key, f"{type(error).__name__}: {error}", plan.node)
             return
         self._event(plan.node, action.reason, description)
-        # The repair has started: from here on nothing may count it as "could not
-        # start" (the next attempt would run a second reset, or a reboot then a
-        # retire). The annotation is retried on its own.
-        self._annotate_started(plan.node, action)
-
-    def _annotate_started(self, node: str, action: a.Remediate) -> None:
-        payload = json.dumps(
-            {"action": action.action.value, "key": action.key, "at": self.clock().isoformat()}
-        )
-        for attempt, delay in enumerate(ANNOTATE_BACKOFF, start=1):
-            try:
-                self.cluster.annotate_node(node, {LAST_REMEDIATION: payload})
-                return
-            except Exception as error:
-                logger.warning(
-                    "annotating %s with %s failed (attempt %d): %s",
-                    node,
-                    action.key,
-                    attempt,
-                    error,
-                )
-                self.sleep(delay)
-        self._event(
-            node,
-            "RemediationAnnotationFailed",
-            f"{action.key} started, but {LAST_REMEDIATION} could not be written; "
-            "the rung is judged by the next health reports as usual",
-            warning=True,
-        )
 
     def _failed(self, key: str, error: str, node: str) -> None:
         with self._lock:

@@ -82,6 +82,17 @@ class Remediate:
 
 
 @dataclass(frozen=True)
+class ConfirmRepair:
+    """Tell the node agent the repair ``key`` happened (``pitcrew.dev/last-remediation``):
+    it forgets the findings it latched before it, and its next report carries the key."""
+
+    action: RemediationAction
+    key: str
+    reason: str = "RepairConfirmed"
+    message: str = ""
+
+
+@dataclass(frozen=True)
 class ReleaseSpare:
     node: str
     reason: str = "SpareReleased"
@@ -106,6 +117,7 @@ Action = (
     | ForceDelete
     | StartProbe
     | Remediate
+    | ConfirmRepair
     | ReleaseSpare
     | Record
 )

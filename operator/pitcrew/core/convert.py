@@ -52,6 +52,8 @@ def pod_view(pod: dict[str, Any]) -> PodView:
         probe=PROBE_LABEL in labels,
         checkpoint_at=parse_time(annotations.get(CHECKPOINT_ANNOTATION)),
         job=str(labels.get(JOB_LABEL, "")),
+        job_name=str(labels.get("batch.kubernetes.io/job-name") or labels.get("job-name") or ""),
+        succeeded=phase == "Succeeded",
         grace_seconds=int((pod.get("spec") or {}).get("terminationGracePeriodSeconds") or 30),
     )
 
@@ -74,6 +76,7 @@ def node_view(node: dict[str, Any], pods: Iterable[dict[str, Any]] = ()) -> Node
         ready=ready,
         pods=tuple(pod_view(p) for p in pods),
         gpus=gpu_capacity(node),
+        boot_id=str(((node.get("status") or {}).get("nodeInfo") or {}).get("bootID") or ""),
     )
 
 

@@ -63,7 +63,7 @@ from pitcrew.api.vocabulary import (
 )
 from pitcrew.core import actions as a
 from pitcrew.core import safety
-from pitcrew.core.views import FleetView, NodeState, PodView, PolicyView
+from pitcrew.core.views import FleetView, NodeState, NodeView, PodView, PolicyView
 
 HEARTBEAT_MISSES = 3
 WATCH_ESCALATES_AFTER = datetime.timedelta(hours=1)
@@ -125,9 +125,18 @@ def worst_finding(status: GPUNodeStatus, *, probe: bool = False) -> _Finding | N
     return _Finding(first.fault_class, reason, message, gpus)
 
 
-def _report_after(status: GPUNodeStatus, moment: datetime.datetime | None) -> bool:
-    time = status.checks.report_time
-    return time is not None and (moment is None or time > moment)
+def repair_evidence(node: NodeView, remediation: RemediationStatus) -> str:
+    """What shows that the rung's repair happened, or empty. A remediator's word that it
+    *started* is not evidence: a reset Job that never ran, or a BMC that accepted a
+    reboot and did nothing, must not read as a repair. Evidence is a reset Job pod
+    that succeeded on the node, or, for every rung that reboots or reprovisions the
+    machine, a boot ID other than the one the node had when the rung started."""
+    if remediation.action is RemediationAction.RESET_GPU:
+        done = any(p.job_name == remediation.reference and p.succeeded for p in node.pods)
+        return f"reset Job {remediation.reference} succeeded" if done else ""
+    if remediation.boot_id and node.boot_id and node.boot_id != remediation.boot_id:
+        return f"the node rebooted (boot ID {remediation.boot_id[:8]} -> {node.boot_id[:8]})"
+    return ""
 
 
 def _probe_done(status: GPUNodeStatus) -> bool:
@@ -779,6 +788,7 @@ def _start_step(b: _Builder, fault_class: FaultClass, *, step: int, attempt: int
             attempt=attempt,
             started_at=b.now,
             reference=key,
+            boot_id=b.node.boot_id,
         ),
         remediations=[*b.status.remediations, b.now][-100:],
         drain=None,
@@ -801,7 +811,19 @@ def _remediating(b: _Builder) -> None:
     if remediation is None:
         _begin_remediation(b)
         return
-    if _report_after(b.status, remediation.started_at) and worst_finding(b.status) is None:
+    evidence = repair_evidence(b.node, remediation)
+    if evidence and not remediation.confirmed:
+        remediation = remediation.model_copy(update={"confirmed": evidence})
+        b.set(remediation=remediation)
+        b.actions.append(
+            a.ConfirmRepair(
+                action=remediation.action,
+                key=remediation.reference,
+                message=f"{remediation.action} {remediation.reference}: {evidence}",
+            )
+        )
+    reported = bool(remediation.confirmed) and b.status.checks.repair == remediation.reference
+    if reported and worst_finding(b.status) is None:
         if b.policy.spec.validation.burn_in_after_repair:
             _start_validation(
                 b,

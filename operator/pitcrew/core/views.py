@@ -46,6 +46,9 @@ class PodView:
     grace_seconds: int = 30
     job: str = ""
     """The training job it belongs to (``pitcrew.dev/job``); empty for other pods."""
+    job_name: str = ""
+    """The Kubernetes Job that created it (probe and reset pods)."""
+    succeeded: bool = False
 
     @property
     def key(self) -> str:
@@ -74,6 +77,8 @@ class NodeView:
     pods: tuple[PodView, ...] = ()
     gpus: int = 0
     """The node's ``nvidia.com/gpu`` capacity: a probe must have tested this many."""
+    boot_id: str = ""
+    """``status.nodeInfo.bootID``: a new one is the evidence of a reboot."""
 
     @property
     def opted_out(self) -> bool:

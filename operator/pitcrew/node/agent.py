@@ -58,8 +58,9 @@ def utc_now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
 
-def agent_status(report: Report, checker: Checker) -> GPUNodeStatus:
-    """The agent-owned part of GPUNode status for one report."""
+def agent_status(report: Report, checker: Checker, *, repair: str = "") -> GPUNodeStatus:
+    """The agent-owned part of GPUNode status for one report; ``repair`` is the confirmed
+    repair the report comes after (the operator judges a rung by it)."""
     failing_gpus = {c.gpu for c in report.checks if c.status is CheckStatus.FAIL}
     sample = checker.last_sample
     readings = {g.identity.index: g for g in sample.gpus} if sample else {}
@@ -78,6 +79,7 @@ def agent_status(report: Report, checker: Checker) -> GPUNodeStatus:
             backend=report.backend,
             suite=report.suite,
             results=report.checks,
+            repair=repair,
         ),
         gpus=gpus,
         gpu_count=len(gpus),
@@ -91,6 +93,7 @@ def fingerprint(status: GPUNodeStatus) -> str:
     return json.dumps(
         {
             "checks": [c.model_dump(mode="json") for c in status.checks.results],
+            "repair": status.checks.repair,
             "gpus": [(g.index, g.uuid, g.healthy) for g in status.gpus],
         },
         sort_keys=True,
@@ -118,26 +121,27 @@ class AgentCore:
         self.lock = threading.Lock()
 
     def note_remediation(self, annotations: dict[str, str]) -> bool:
-        """Forget latched findings after a new remediation; True if there was one."""
+        """Forget latched findings after a confirmed repair (the operator writes
+        ``pitcrew.dev/last-remediation`` only once it has evidence the repair happened);
+        True if it is a new one. Reports from now on carry its key."""
         raw = annotations.get(LAST_REMEDIATION)
         try:
             key = json.loads(raw).get("key") if raw else None
         except (ValueError, AttributeError):
             key = None
-        if key is None or key == self.remediation_key:
+        if not isinstance(key, str) or key == self.remediation_key:
             return False
-        first = self.remediation_key is None
+        first = self.remediation_key is None and self.last_write is None
         self.remediation_key = key
-        if first and self.last_write is None:
-            return False  # an old repair, from before this agent started
+        # After a restart (a reboot) nothing is latched yet: nothing to forget.
         self.checker.memory.clear_latched()
-        return True
+        return not first
 
     def tick(self, *, force: bool = False) -> bool:
         """Run the passive sweep; write status if needed. Returns True if it wrote."""
         with self.lock:
             report = self.checker.run()
-            status = agent_status(report, self.checker)
+            status = agent_status(report, self.checker, repair=self.remediation_key or "")
             self._export(report, status)
             current = fingerprint(status)
             now = self.clock()

@@ -27,6 +27,7 @@ import logging
 import random
 import threading
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -38,6 +39,7 @@ from gpuhealth.checks import Expectations
 from gpuhealth.faults import FaultListError, parse_faults
 from gpuhealth.runner import Checker
 from pitcrew.api.gpunode import ChecksStatus
+from pitcrew.api.meta import GROUP, VERSION
 from pitcrew.api.vocabulary import (
     FAULTS_ANNOTATION,
     LAST_REMEDIATION,
@@ -61,6 +63,9 @@ from pitcrew.node.probe import pair_report
 logger = logging.getLogger(__name__)
 SIMULATED = f"{SIMULATED_LABEL}=true"
 PROBE_SUITES = {"quick": "quick", "standard": "full", "burn-in": "full"}
+REBOOTING_ACTIONS = frozenset({"reboot", "reimage", "webhook", "cluster-api"})
+"""Rungs whose repair reboots (or reprovisions) the machine."""
+SIM_BOOT_SECONDS = 2.0
 
 
 class SimNode:
@@ -111,6 +116,8 @@ class SimAgents:
         self.urgent = ThreadPoolExecutor(max_workers=8, thread_name_prefix="sim-urgent")
         self.stop = threading.Event()
         self.pairs_answered: set[str] = set()
+        self.rebooted: set[str] = set()
+        """Rungs (by key) whose machine the simulation has rebooted."""
         self.lock = threading.Lock()
 
     # -- reacting to Nodes ----------------------------------------------------------------
@@ -125,6 +132,8 @@ class SimAgents:
             sim = self.nodes.get(name)
             if sim is None:
                 sim = self.nodes[name] = SimNode(self.api, node, heartbeat=self.heartbeat)
+        if not ((node.get("status") or {}).get("nodeInfo") or {}).get("bootID"):
+            self.urgent.submit(self._boot, name)  # the kubelet reports its boot ID
         annotations = node["metadata"].get("annotations") or {}
         urgent = False
         if sim.core.note_remediation(annotations):
@@ -144,6 +153,35 @@ class SimAgents:
             urgent = True
         if urgent:
             self.urgent.submit(self._tick, sim)
+
+    def _boot(self, node: str) -> None:
+        """The machine (re)booted: its kubelet reports a new boot ID."""
+        try:
+            retrying(self.core.patch_node_status)(
+                node, {"status": {"nodeInfo": {"bootID": str(uuid.uuid4())}}}
+            )
+        except Exception:
+            logger.exception("simulated boot of %s failed", node)
+
+    def on_gpunode(self, gpunode: dict[str, Any], *, deleted: bool = False) -> None:
+        """A rung that reboots or reprovisions the machine: the simulated machine does
+        it (its BMC, provisioner or Cluster API controller would), after a short boot."""
+        remediation = (gpunode.get("status") or {}).get("remediation") or {}
+        key = remediation.get("reference", "")
+        name = gpunode["metadata"]["name"]
+        if (
+            deleted
+            or name not in self.nodes
+            or remediation.get("action") not in REBOOTING_ACTIONS
+            or remediation.get("error")
+            or not key
+            or key in self.rebooted
+        ):
+            return
+        self.rebooted.add(key)
+        timer = threading.Timer(SIM_BOOT_SECONDS, self._boot, args=(name,))
+        timer.daemon = True
+        timer.start()
 
     def _repair(self, sim: SimNode, annotations: dict[str, str]) -> bool:
         action = json.loads(annotations[LAST_REMEDIATION]).get("action", "")
@@ -263,6 +301,11 @@ class SimAgents:
                 logger.warning("watch %s interrupted (%s); restarting", list_fn.__name__, error)
                 self.stop.wait(1.0)
 
+    def _list_gpunodes(self, **kwargs: Any) -> Any:
+        return client.CustomObjectsApi(self.api).list_cluster_custom_object(
+            GROUP, VERSION, "gpunodes", **kwargs
+        )
+
     def _on_pod(self, pod: dict[str, Any], *, deleted: bool) -> None:
         if not deleted:
             self.on_probe_pod(pod)
@@ -280,6 +323,9 @@ class SimAgents:
                 args=(self.core.list_pod_for_all_namespaces, self._on_pod),
                 kwargs={"label_selector": f"{PROBE_LABEL}=true"},
                 daemon=True,
+            ),
+            threading.Thread(
+                target=self._watch, args=(self._list_gpunodes, self.on_gpunode), daemon=True
             ),
         ]
         for thread in threads:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import datetime
+import json
 
 from lifecycle_data import T0
-from shell_fakes import Shell, healthy_status, policy_object
+from shell_fakes import Shell, healthy_status, policy_object, version
 
 from pitcrew.api.gpunode import Phase
 from pitcrew.api.vocabulary import LAST_REMEDIATION
@@ -37,8 +38,7 @@ def test_the_remediation_intent_is_written_before_the_remediator_is_called() -> 
     assert intent is not None
     assert intent["reference"] == request.key  # a new leader sees this rung as started
     assert shell.phase("n0") is Phase.REMEDIATING
-    (annotated,) = shell.cluster.writes("annotate_node")
-    assert LAST_REMEDIATION in annotated[1]
+    assert shell.cluster.writes("annotate_node") == []  # no repair claimed on its start
 
 
 def test_a_rung_that_cannot_start_is_folded_into_the_next_decision() -> None:
@@ -76,10 +76,42 @@ def test_a_status_that_did_not_change_is_not_written_again() -> None:
     assert len(shell.cluster.writes("apply_gpunode_status")) == writes
 
 
-def test_a_failed_annotation_after_a_started_rung_is_not_a_failed_start() -> None:
-    shell = Shell(nodes={"n0": healthy_status()}, policy=POLICY)
-    shell.executor.sleep = lambda _: None
-    shell.settle()
+def reset_pod_succeeded(shell: Shell, key: str) -> None:
+    """The reset Job's pod ran to completion on the node (what kwok or a kubelet reports)."""
+    shell.store.put(
+        "pod",
+        {
+            "metadata": {
+                "name": f"{key}-x",
+                "namespace": "pitcrew-system",
+                "resourceVersion": version(),
+                "labels": {"batch.kubernetes.io/job-name": key, "pitcrew.dev/probe": "true"},
+            },
+            "spec": {"nodeName": "n0"},
+            "status": {"phase": "Succeeded"},
+        },
+    )
+
+
+def test_a_repair_is_confirmed_to_the_agent_only_on_evidence() -> None:
+    shell = remediating()
+    (request,) = shell.remediator.requests
+    shell.round()
+    assert shell.cluster.writes("annotate_node") == []  # started is not repaired
+    reset_pod_succeeded(shell, request.key)
+    shell.now += datetime.timedelta(seconds=1)
+    shell.round()
+    (annotated,) = shell.cluster.writes("annotate_node")
+    assert json.loads(annotated[1][LAST_REMEDIATION])["key"] == request.key
+    remediation = shell.store.status("n0").remediation
+    assert remediation is not None
+    assert "succeeded" in remediation.confirmed
+    assert "RepairConfirmed" in shell.events.reasons("Node")
+
+
+def test_a_failed_confirmation_is_retried_and_never_starts_the_rung_again() -> None:
+    shell = remediating()
+    (request,) = shell.remediator.requests
     failures = iter([ConnectionError("apiserver restarting")] * 2)
 
     def flaky(node: str, annotations: dict[str, str | None]) -> None:
@@ -89,16 +121,16 @@ def test_a_failed_annotation_after_a_started_rung_is_not_a_failed_start() -> Non
         shell.cluster.calls.append(("annotate_node", (node, dict(annotations))))
 
     shell.cluster.annotate_node = flaky  # type: ignore[method-assign]
-    shell.fail("n0")
-    for _ in range(6):
+    reset_pod_succeeded(shell, request.key)
+    for _ in range(4):
         shell.now += datetime.timedelta(seconds=1)
         shell.round()
-    assert len(shell.remediator.requests) == 1  # one reset, not a second "attempt"
+    assert len(shell.remediator.requests) == 1  # one reset, whatever the annotation did
+    assert len(shell.cluster.writes("annotate_node")) == 1
+    assert [s for n, s in shell.requeued if n == "n0"][:2] == [0.5, 1.0]
     known = shell.executor.known("n0")
     assert known.remediation is not None
     assert not known.remediation.error
-    assert len(shell.cluster.writes("annotate_node")) == 1
-    assert "RemediationFailed" not in shell.events.reasons()
 
 
 def test_a_node_whose_plan_keeps_failing_is_retried_with_growing_backoff() -> None:

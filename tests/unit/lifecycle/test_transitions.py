@@ -213,6 +213,7 @@ def remediating(
     started: datetime.datetime = T0,
     checks: object = None,
     remediations: int = 1,
+    confirmed: str = "",
 ) -> GPUNodeStatus:
     return status(
         Phase.REMEDIATING,
@@ -224,6 +225,7 @@ def remediating(
             attempt=attempt,
             started_at=started,
             reference="k",
+            confirmed=confirmed,
         ),
         remediations=[started] * remediations,
     )
@@ -231,7 +233,8 @@ def remediating(
 
 def test_repaired_node_is_revalidated_before_it_takes_work() -> None:
     cordoned = pitcrew_cordoned(node(), QUARANTINE_TAINT)
-    repaired = remediating(checks=report(at=LATER))
+    clean = report(at=LATER).model_copy(update={"repair": "k"})  # after the confirmed repair
+    repaired = remediating(checks=clean, confirmed="reset Job k succeeded")
     decision = decide(
         state=state(cordoned, repaired), policy=policy(), fleet=fleet(remediating=1), now=LATER
     )

@@ -1,0 +1,115 @@
+"""A rung is judged by evidence that the repair happened, and by reports made after it."""
+
+from __future__ import annotations
+
+import datetime
+
+from lifecycle_data import T0, fleet, node, pitcrew_cordoned, policy, report, state, status
+
+from gpuhealth.report import FaultClass
+from pitcrew.api.gpunode import Phase, RemediationStatus
+from pitcrew.api.policy import RemediationAction
+from pitcrew.api.vocabulary import QUARANTINE_TAINT
+from pitcrew.core import actions as a
+from pitcrew.core.lifecycle import decide, repair_evidence
+from pitcrew.core.views import NodeView, PodView
+
+LATER = T0 + datetime.timedelta(minutes=2)
+REBOOT = [{"action": "reboot", "timeout": "30m"}]
+
+
+def cordoned(*, boot_id: str = "boot-1", pods: tuple[PodView, ...] = ()) -> NodeView:
+    view = pitcrew_cordoned(node(pods=pods), QUARANTINE_TAINT)
+    return NodeView(
+        name=view.name,
+        created=view.created,
+        labels=view.labels,
+        annotations=view.annotations,
+        unschedulable=True,
+        taints=view.taints,
+        pods=pods,
+        boot_id=boot_id,
+    )
+
+
+def rung(action: RemediationAction, *, confirmed: str = "") -> RemediationStatus:
+    return RemediationStatus(
+        action=action,
+        fault_class=FaultClass.FATAL,
+        step=0,
+        attempt=1,
+        started_at=T0,
+        reference="fix-1",
+        boot_id="boot-1",
+        confirmed=confirmed,
+    )
+
+
+def reset_pod(*, succeeded: bool) -> PodView:
+    return PodView("pitcrew-system", "fix-1-x", "Job", probe=True, job_name="fix-1",
+                   finished=True, succeeded=succeeded)  # fmt: skip
+
+
+def test_a_started_reboot_is_not_evidence_a_new_boot_id_is() -> None:
+    assert repair_evidence(cordoned(boot_id="boot-1"), rung(RemediationAction.REBOOT)) == ""
+    said = repair_evidence(cordoned(boot_id="boot-2"), rung(RemediationAction.REBOOT))
+    assert "rebooted" in said
+
+
+def test_a_reset_counts_only_when_its_job_succeeded_on_the_node() -> None:
+    failed = cordoned(pods=(reset_pod(succeeded=False),))
+    assert repair_evidence(failed, rung(RemediationAction.RESET_GPU)) == ""
+    done = cordoned(pods=(reset_pod(succeeded=True),))
+    assert "succeeded" in repair_evidence(done, rung(RemediationAction.RESET_GPU))
+
+
+def test_evidence_is_confirmed_to_the_agent_once() -> None:
+    remediating = status(
+        Phase.REMEDIATING, checks=report(), remediation=rung(RemediationAction.REBOOT)
+    )
+    decision = decide(
+        state=state(cordoned(boot_id="boot-2"), remediating),
+        policy=policy(remediation={"ladders": {"fatal": REBOOT}}),
+        fleet=fleet(remediating=1),
+        now=LATER,
+    )
+    (confirm,) = [x for x in decision.actions if isinstance(x, a.ConfirmRepair)]
+    assert confirm.key == "fix-1"
+    assert decision.status.remediation is not None
+    assert decision.status.remediation.confirmed
+    assert decision.phase is Phase.REMEDIATING  # no report after the repair yet
+    again = decide(
+        state=state(cordoned(boot_id="boot-2"), decision.status),
+        policy=policy(remediation={"ladders": {"fatal": REBOOT}}),
+        fleet=fleet(remediating=1),
+        now=LATER,
+    )
+    assert not [x for x in again.actions if isinstance(x, a.ConfirmRepair)]
+
+
+def test_a_healthy_report_without_the_repair_key_does_not_end_the_rung() -> None:
+    # The agent's clock says the report is newer than the rung: that is not evidence.
+    future = report(at=LATER + datetime.timedelta(hours=1))
+    remediating = status(
+        Phase.REMEDIATING,
+        checks=future,
+        remediation=rung(RemediationAction.REBOOT, confirmed="rebooted"),
+    )
+    decision = decide(
+        state=state(cordoned(boot_id="boot-2"), remediating),
+        policy=policy(remediation={"ladders": {"fatal": REBOOT}}),
+        fleet=fleet(remediating=1),
+        now=LATER,
+    )
+    assert decision.phase is Phase.REMEDIATING
+    acked = remediating.model_copy(
+        update={"checks": report(at=T0 - datetime.timedelta(hours=1)).model_copy(
+            update={"repair": "fix-1"})}
+    )  # fmt: skip
+    repaired = decide(
+        state=state(cordoned(boot_id="boot-2"), acked),
+        policy=policy(remediation={"ladders": {"fatal": REBOOT}}),
+        fleet=fleet(remediating=1),
+        now=LATER,
+    )
+    assert repaired.phase is Phase.VALIDATING  # a node clock behind changes nothing

@@ -1,0 +1,54 @@
+"""The agent forgets latched findings on a confirmed repair, and says which in its reports."""
+
+from __future__ import annotations
+
+import datetime
+import json
+
+from gpuhealth.backends.sim import SimBackend
+from gpuhealth.checks import Expectations
+from gpuhealth.models import get_model
+from gpuhealth.runner import Checker
+from pitcrew.api.vocabulary import LAST_REMEDIATION
+from pitcrew.node.agent import AgentCore, agent_status, fingerprint
+
+
+def core() -> AgentCore:
+    backend = SimBackend(node="n0", model=get_model("H100"), gpus=8)
+    checker = Checker(backend=backend, node="n0", expect=Expectations(gpus=8))
+    return AgentCore(
+        api=None,  # type: ignore[arg-type]
+        node="n0",
+        node_uid="u",
+        checker=checker,
+        heartbeat=datetime.timedelta(minutes=5),
+    )
+
+
+def confirmed(key: str) -> dict[str, str]:
+    return {LAST_REMEDIATION: json.dumps({"action": "reset-gpu", "key": key})}
+
+
+def test_a_confirmed_repair_is_noted_once_and_carried_by_the_next_reports() -> None:
+    agent = core()
+    agent.last_write = datetime.datetime(2026, 12, 1, tzinfo=datetime.UTC)  # running a while
+    assert agent.note_remediation(confirmed("fix-1"))
+    assert not agent.note_remediation(confirmed("fix-1"))
+    report = agent.checker.run()
+    status = agent_status(report, agent.checker, repair=agent.remediation_key or "")
+    assert status.checks.repair == "fix-1"
+    before = agent_status(report, agent.checker, repair="")
+    assert fingerprint(status) != fingerprint(before)  # the ack alone is worth a write
+
+
+def test_an_agent_started_after_the_repair_reports_it_without_replaying_it() -> None:
+    agent = core()
+    assert not agent.note_remediation(confirmed("fix-1"))  # nothing latched yet to forget
+    assert agent.remediation_key == "fix-1"
+
+
+def test_a_garbled_annotation_is_ignored() -> None:
+    agent = core()
+    assert not agent.note_remediation({LAST_REMEDIATION: "not json"})
+    assert not agent.note_remediation({LAST_REMEDIATION: json.dumps({"key": 7})})
+    assert agent.remediation_key is None
