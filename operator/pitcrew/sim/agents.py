@@ -29,7 +29,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, cast
 
 from kubernetes import client
 
@@ -116,8 +116,8 @@ class SimAgents:
         self.urgent = ThreadPoolExecutor(max_workers=8, thread_name_prefix="sim-urgent")
         self.stop = threading.Event()
         self.pairs_answered: set[str] = set()
-        self.rebooted: set[str] = set()
-        """Rungs (by key) whose machine the simulation has rebooted."""
+        self.rebooted: set[tuple[str, int]] = set()
+        """``RemediationStarted`` Events (uid, count) the simulated machines acted on."""
         self.lock = threading.Lock()
 
     # -- reacting to Nodes ----------------------------------------------------------------
@@ -163,25 +163,35 @@ class SimAgents:
         except Exception:
             logger.exception("simulated boot of %s failed", node)
 
-    def on_gpunode(self, gpunode: dict[str, Any], *, deleted: bool = False) -> None:
-        """A rung that reboots or reprovisions the machine: the simulated machine does
-        it (its BMC, provisioner or Cluster API controller would), after a short boot."""
-        remediation = (gpunode.get("status") or {}).get("remediation") or {}
-        key = remediation.get("reference", "")
-        name = gpunode["metadata"]["name"]
-        if (
-            deleted
-            or name not in self.nodes
-            or remediation.get("action") not in REBOOTING_ACTIONS
-            or remediation.get("error")
-            or not key
-            or key in self.rebooted
-        ):
+    def on_event(self, event: dict[str, Any], *, deleted: bool = False) -> None:
+        """A rung that reboots or reprovisions the machine was started (the operator's
+        ``RemediationStarted`` Event: the BMC, provisioner or Cluster API accepted it):
+        the simulated machine reboots, after a short boot. A rung whose start failed
+        (an unreachable webhook) posts no such Event, and nothing happens."""
+        involved = event.get("involvedObject") or {}
+        name = involved.get("name", "")
+        seen = (event["metadata"].get("uid", ""), event.get("count") or 1)
+        if deleted or name not in self.nodes or seen in self.rebooted:
             return
-        self.rebooted.add(key)
-        timer = threading.Timer(SIM_BOOT_SECONDS, self._boot, args=(name,))
-        timer.daemon = True
-        timer.start()
+        self.rebooted.add(seen)
+        self.urgent.submit(self._reboot_if_asked, name)
+
+    def _reboot_if_asked(self, name: str) -> None:
+        try:
+            gpunode = cast(
+                dict[str, Any],
+                client.CustomObjectsApi(self.api).get_cluster_custom_object(
+                    GROUP, VERSION, "gpunodes", name
+                ),
+            )
+        except Exception:
+            logger.exception("simulated machine %s: reading its GPUNode failed", name)
+            return
+        remediation = (gpunode.get("status") or {}).get("remediation") or {}
+        if remediation.get("action") in REBOOTING_ACTIONS:
+            timer = threading.Timer(SIM_BOOT_SECONDS, self._boot, args=(name,))
+            timer.daemon = True
+            timer.start()
 
     def _repair(self, sim: SimNode, annotations: dict[str, str]) -> bool:
         action = json.loads(annotations[LAST_REMEDIATION]).get("action", "")
@@ -301,11 +311,6 @@ class SimAgents:
                 logger.warning("watch %s interrupted (%s); restarting", list_fn.__name__, error)
                 self.stop.wait(1.0)
 
-    def _list_gpunodes(self, **kwargs: Any) -> Any:
-        return client.CustomObjectsApi(self.api).list_cluster_custom_object(
-            GROUP, VERSION, "gpunodes", **kwargs
-        )
-
     def _on_pod(self, pod: dict[str, Any], *, deleted: bool) -> None:
         if not deleted:
             self.on_probe_pod(pod)
@@ -325,7 +330,13 @@ class SimAgents:
                 daemon=True,
             ),
             threading.Thread(
-                target=self._watch, args=(self._list_gpunodes, self.on_gpunode), daemon=True
+                target=self._watch,
+                args=(self.core.list_namespaced_event, self.on_event),
+                kwargs={
+                    "namespace": "default",
+                    "field_selector": "reason=RemediationStarted,involvedObject.kind=Node",
+                },
+                daemon=True,
             ),
         ]
         for thread in threads:

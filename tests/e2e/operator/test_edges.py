@@ -86,6 +86,10 @@ def test_a_restarted_operator_resumes_draining_and_remediating_nodes_as_they_wer
     fleet.wait_phase(draining, "Draining", timeout=30)
     fleet.wait_phase(remediating, "Remediating", timeout=30)
     eventually(lambda: reset_jobs(api_client, remediating), what="the reset Job")
+    eventually(
+        lambda: (fleet.gpunode(remediating)["status"].get("remediation") or {}).get("confirmed"),
+        what="the reset confirmed by its Job's success (the sim's repair still fails)",
+    )
     before = {n: fleet.gpunode(n)["status"] for n in (draining, remediating)}
     leader = next(n for n in pitcrew.running if n.startswith("operator"))
     for name in [n for n in pitcrew.running if n.startswith("operator")]:

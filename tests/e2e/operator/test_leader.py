@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import datetime
+import http.server
+import os
+import threading
 import time
+from pathlib import Path
 
+import pytest
 from fleet import NAMESPACE, Fleet, eventually
 from kubernetes import client
 
+from pitcrew.sim import devcluster
 from pitcrew.sim.stack import SimStack
 
 FATAL_XID = [{"type": "xid", "gpu": 0, "code": 79}]
@@ -92,3 +98,61 @@ def test_a_leader_that_loses_its_lease_exits(
     eventually(
         lambda: holder(api_client) == "operator-a", timeout=30, what="operator-a leads again"
     )
+
+
+class Counter(http.server.BaseHTTPRequestHandler):
+    """A remediation webhook that accepts and counts every request, by idempotency key."""
+
+    requests: list[str] = []
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        Counter.requests.append(self.headers["Idempotency-Key"])
+        self.send_response(202)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        """Quiet."""
+
+
+def test_an_apiserver_restart_under_two_replicas_never_leaves_two_leaders_acting(
+    fleet_factory: type[Fleet], pitcrew: SimStack, kubeconfig: str, api_client: client.ApiClient
+) -> None:
+    if os.environ.get("PITCREW_TEST_KUBECONFIG"):
+        pytest.skip("restarts the devcluster's own kube-apiserver")
+    Counter.requests = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Counter)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    operators = ("operator-a", "operator-b")
+    for name in operators:
+        if name not in pitcrew.running or pitcrew.running[name].poll() is not None:
+            pitcrew.running.pop(name, None)
+            pitcrew.start_operator(name)
+    try:
+        fleet = fleet_factory(size=2)
+        fleet.policy(
+            remediation={
+                "ladders": {"fatal": [{"action": "webhook", "timeout": "1h"}]},
+                "webhook": {"url": f"http://127.0.0.1:{server.server_address[1]}/rma"},
+            }
+        )
+        node = fleet.nodes[0]
+        fleet.wait_phase(node, "Healthy")
+        fleet.core.patch_node(
+            node, {"metadata": {"annotations": {"sim.pitcrew.dev/repair-fails": "webhook"}}}
+        )
+        devcluster.restart(directory=Path(kubeconfig).parent, component="kube-apiserver")
+        # As Kubernetes would: an operator whose election ended is started again.
+        time.sleep(6)
+        for name in operators:
+            if pitcrew.running[name].poll() is not None:
+                pitcrew.running.pop(name)
+                pitcrew.start_operator(name)
+        eventually(lambda: holder(api_client) in operators, timeout=60, what="a leader again")
+        fleet.inject(node, FATAL_XID)
+        eventually(lambda: Counter.requests, timeout=60, what="the webhook called")
+        time.sleep(8)  # rounds and resyncs of both replicas
+        assert len(Counter.requests) == 1, Counter.requests  # one leader acted, once
+        assert fleet.phase(node) == "Remediating"
+    finally:
+        server.shutdown()

@@ -54,6 +54,8 @@ class Process:
     pid: int
     executable: str
     log: str
+    argv: list[str] = field(default_factory=list)
+    """How it was started, so that :func:`restart` can start it again the same way."""
 
 
 @dataclass
@@ -180,7 +182,10 @@ class _Launch:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
-        process = Process(name=name, pid=popen.pid, executable=argv[0], log=str(log_path))
+        process = Process(
+            name=name, pid=popen.pid, executable=argv[0], log=str(log_path), argv=list(argv)
+        )
+        self.state.processes = [p for p in self.state.processes if p.name != name]
         self.state.processes.append(process)
         self.state.save()
         return process
@@ -408,6 +413,28 @@ def _start_components(
             f"--cidr={POD_CIDR}",
         ],
     )
+
+
+def restart(*, directory: Path, component: str, timeout: float = 120.0) -> None:
+    """Stop one component and start it again as it was started: the tests use it to
+    restart kube-apiserver under the operators. Returns once it is ready again."""
+    state = ClusterState.load(directory)
+    if state is None:
+        raise DevclusterError(f"no devcluster in {directory}")
+    process = next((p for p in state.processes if p.name == component), None)
+    if process is None or not process.argv:
+        raise DevclusterError(f"{component} is not a restartable component of {directory}")
+    stop_process(process)
+    launch = _Launch(state, log=lambda _: None)
+    started = launch.start(component, process.argv)
+    if component == "kube-apiserver":
+        context = _insecure_context()
+        launch.wait_for(
+            started,
+            lambda: _http_ok(f"{state.server}/readyz", context=context),
+            timeout=timeout,
+            what="ready",
+        )
 
 
 def down(*, directory: Path, log: Callable[[str], None] = print) -> bool:
