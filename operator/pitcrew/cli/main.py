@@ -165,15 +165,22 @@ def _agent(args: argparse.Namespace) -> int:
 def _sim_agents(args: argparse.Namespace) -> int:
     from prometheus_client import start_http_server  # noqa: PLC0415
 
-    from pitcrew.sim.agents import SimAgents  # noqa: PLC0415
+    from pitcrew.sim.agents import AgentPods, SimAgents  # noqa: PLC0415
 
     if args.metrics_port:
         start_http_server(args.metrics_port)
+    api = api_client(args.kubeconfig)
+    pods = (
+        AgentPods(api, namespace=args.agent_namespace, account=args.agent_account)
+        if args.agent_account
+        else None
+    )
     SimAgents(
-        api_client(args.kubeconfig),
+        api,
         interval=args.interval,
         heartbeat=args.heartbeat,
         probe_api=api_client(args.probe_kubeconfig) if args.probe_kubeconfig else None,
+        agent_pods=pods,
     ).run()
     return 0
 
@@ -308,6 +315,13 @@ def _add_runtime(commands: Commands) -> None:
         default=None,
         help="the probe ServiceAccount's kubeconfig: probe reports are written with it",
     )
+    sim.add_argument(
+        "--agent-account",
+        default="",
+        help="write each node's status with this ServiceAccount's token, bound to the "
+        "node's agent pod (sim.pitcrew.dev/agent=true) in --agent-namespace",
+    )
+    sim.add_argument("--agent-namespace", default="pitcrew-system")
     sim.set_defaults(handler=_sim_agents)
 
     probe_cmd = commands.add_parser("probe", help="run a validation suite here (probe pod)")

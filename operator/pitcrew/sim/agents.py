@@ -21,6 +21,7 @@ the GPUNode writes is the production code path; only the GPUs are simulated.
 
 from __future__ import annotations
 
+import copy
 import datetime
 import json
 import logging
@@ -59,6 +60,7 @@ from pitcrew.kube import gpunodes
 from pitcrew.kube.client import retrying
 from pitcrew.node.agent import AgentCore, simulated_model
 from pitcrew.node.probe import pair_report
+from pitcrew.sim.devcluster.install import bound_token
 
 logger = logging.getLogger(__name__)
 SIMULATED = f"{SIMULATED_LABEL}=true"
@@ -66,6 +68,56 @@ PROBE_SUITES = {"quick": "quick", "standard": "full", "burn-in": "full"}
 REBOOTING_ACTIONS = frozenset({"reboot", "reimage", "webhook", "cluster-api"})
 """Rungs whose repair reboots (or reprovisions) the machine."""
 SIM_BOOT_SECONDS = 2.0
+
+
+AGENT_POD_LABEL = "sim.pitcrew.dev/agent"
+
+
+class AgentPods:
+    """The agent pods of a simulated DaemonSet (one per node, run by kwok) and, for each,
+    an API client with the agent ServiceAccount's token bound to it: what the real
+    agent's projected token is. A pod replaced gets a new token."""
+
+    def __init__(self, admin: client.ApiClient, *, namespace: str, account: str) -> None:
+        self.admin = admin
+        self.namespace = namespace
+        self.account = account
+        self.pods: dict[str, dict[str, Any]] = {}
+        self.clients: dict[str, tuple[str, client.ApiClient]] = {}
+        self.lock = threading.Lock()
+
+    def observe(self, pod: dict[str, Any], *, deleted: bool) -> None:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node:
+            return
+        with self.lock:
+            if deleted:
+                self.pods.pop(node, None)
+            else:
+                self.pods[node] = pod
+
+    def client_for(self, node: str) -> client.ApiClient | None:
+        with self.lock:
+            pod = self.pods.get(node)
+            cached = self.clients.get(node)
+        if pod is None:
+            return None
+        uid = pod["metadata"]["uid"]
+        if cached is not None and cached[0] == uid:
+            return cached[1]
+        token = bound_token(
+            self.admin,
+            account=self.account,
+            namespace=self.namespace,
+            pod={"metadata": {"name": pod["metadata"]["name"], "uid": uid}},
+        )
+        configuration = copy.copy(self.admin.configuration)
+        configuration.api_key = {"authorization": f"Bearer {token}"}
+        configuration.cert_file = configuration.key_file = None
+        api = client.ApiClient(configuration)
+        with self.lock:
+            self.clients[node] = (uid, api)
+        return api
 
 
 class SimNode:
@@ -100,12 +152,17 @@ class SimAgents:
         interval: datetime.timedelta,
         heartbeat: datetime.timedelta,
         probe_api: client.ApiClient | None = None,
+        agent_pods: AgentPods | None = None,
         workers: int = 16,
     ) -> None:
         self.api = api
         self.probe_api = probe_api or api
         """Probe reports are written with the probe ServiceAccount's own credentials, as
         a probe pod would: a permission the chart does not grant fails here too."""
+        self.agent_pods = agent_pods
+        """When set, each node's agent writes with the agent ServiceAccount's token bound
+        to that node's agent pod, as the DaemonSet's agent does: the admission policy
+        that binds an agent to its own node applies to the simulated fleet too."""
         self.core = client.CoreV1Api(api)
         self.interval = interval
         self.heartbeat = heartbeat
@@ -209,6 +266,11 @@ class SimAgents:
 
     def _tick(self, sim: SimNode, *, force: bool = False) -> None:
         try:
+            if self.agent_pods is not None:
+                api = self.agent_pods.client_for(sim.name)
+                if api is None:
+                    return  # no agent pod on the node yet: no agent either
+                sim.core.api = api
             sim.core.tick(force=force)
         except Exception:
             logger.exception("sim agent for %s failed a sweep", sim.name)
@@ -315,6 +377,10 @@ class SimAgents:
         if not deleted:
             self.on_probe_pod(pod)
 
+    def _on_agent_pod(self, pod: dict[str, Any], *, deleted: bool) -> None:
+        if self.agent_pods is not None:
+            self.agent_pods.observe(pod, deleted=deleted)
+
     def run(self) -> None:
         threads = [
             threading.Thread(
@@ -339,6 +405,18 @@ class SimAgents:
                 daemon=True,
             ),
         ]
+        if self.agent_pods is not None:
+            threads.append(
+                threading.Thread(
+                    target=self._watch,
+                    args=(self.core.list_namespaced_pod, self._on_agent_pod),
+                    kwargs={
+                        "namespace": self.agent_pods.namespace,
+                        "label_selector": f"{AGENT_POD_LABEL}=true",
+                    },
+                    daemon=True,
+                )
+            )
         for thread in threads:
             thread.start()
         while not self.stop.is_set():

@@ -29,12 +29,15 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from kubernetes import client
 
 from gpuhealth.models import GpuModel, get_model
+from pitcrew.api.vocabulary import SIMULATED_LABEL, account_name
 from pitcrew.kube.client import api_client
 from pitcrew.sim import devcluster
+from pitcrew.sim.agents import AGENT_POD_LABEL
 from pitcrew.sim.devcluster import install
 from pitcrew.sim.devcluster.cluster import free_port
 
@@ -114,22 +117,38 @@ class SimStack:
         return process
 
     def start_sim_agents(
-        self, *, interval: str = "2s", heartbeat: str = "30s", metrics: bool = True
+        self,
+        *,
+        interval: str = "2s",
+        heartbeat: str = "30s",
+        metrics: bool = True,
+        agent_credentials: bool = True,
     ) -> subprocess.Popen[bytes]:
-        """The simulated agents: node agents and kubelets (admin credentials, they stand
-        in for the machines), and probe pods, whose reports go out with the probe
-        ServiceAccount's own token, as on a real cluster."""
+        """The simulated agents. Kubelets and machines (boot IDs, reboots, termination
+        messages) act with admin credentials, as they are not Pitcrew; probe reports go
+        out with the probe ServiceAccount's token; with ``agent_credentials`` each node's
+        agent writes with the agent ServiceAccount's token bound to that node's agent
+        pod (a DaemonSet kwok runs), so the admission policy that binds an agent to its
+        own node holds here as in the chart. Benchmarks of thousands of nodes turn it
+        off: a pod and a token per node would be part of what they measure."""
         probe = install.service_account_kubeconfig(
             self.api,
             component="probe",
             namespace=self.namespace,
             path=self.directory / "probe.kubeconfig",
         )
+        if agent_credentials:
+            self._agent_daemonset()
         args = [
             "--kubeconfig",
             self.kubeconfig,
             "--probe-kubeconfig",
             str(probe),
+            *(
+                ["--agent-account", account_name("agent"), "--agent-namespace", self.namespace]
+                if agent_credentials
+                else []
+            ),
             "--interval",
             interval,
             "--heartbeat",
@@ -138,6 +157,35 @@ class SimStack:
         if metrics:
             args += ["--metrics-port", str(self.metrics_port("sim-agents"))]
         return self.start("sim-agents", "sim-agents", *args)
+
+    def _agent_daemonset(self) -> None:
+        """The agent DaemonSet of the simulated fleet: kwok runs a pod of the agent's
+        ServiceAccount on every simulated node (a real DaemonSet's pods: never evicted
+        by a drain), and the simulated agent of each node writes with its token."""
+        body: dict[str, Any] = {
+            "apiVersion": "apps/v1",
+            "kind": "DaemonSet",
+            "metadata": {"name": "pitcrew-sim-agent", "namespace": self.namespace},
+            "spec": {
+                "selector": {"matchLabels": {AGENT_POD_LABEL: "true"}},
+                "template": {
+                    "metadata": {"labels": {AGENT_POD_LABEL: "true"}},
+                    "spec": {
+                        "serviceAccountName": account_name("agent"),
+                        "nodeSelector": {SIMULATED_LABEL: "true"},
+                        "tolerations": [{"operator": "Exists"}],
+                        "containers": [{"name": "agent", "image": "pitcrew:simulated"}],
+                    },
+                },
+            },
+        }
+        try:
+            client.AppsV1Api(self.api).create_namespaced_daemon_set(
+                self.namespace, client.V1DaemonSet.model_validate(body)
+            )
+        except client.ApiException as error:
+            if error.status != 409:
+                raise
 
     def start_operator(
         self, identity: str = "operator", *, resync: str = "2", lease_seconds: int = 4

@@ -149,3 +149,17 @@ def test_a_pod_stuck_terminating_releases_the_drain_after_its_timeout(
         fleet.core.patch_namespaced_pod(
             "stuck-0", workload_namespace, {"metadata": {"finalizers": None}}
         )
+
+
+def test_simulated_agents_report_with_the_agent_accounts_pod_bound_tokens(
+    fleet_factory: type[Fleet], pitcrew: SimStack
+) -> None:
+    fleet = fleet_factory(size=2)
+    fleet.policy()
+    for node in fleet.nodes:
+        fleet.wait_phase(node, "Healthy")  # only an agent token bound to its pod can write
+    pods = fleet.core.list_namespaced_pod(NAMESPACE, label_selector="sim.pitcrew.dev/agent=true")
+    on = {p.spec.node_name: p for p in pods.items if p.spec.node_name in fleet.nodes}
+    assert set(on) == set(fleet.nodes)
+    assert all(p.spec.service_account_name == "pitcrew-agent" for p in on.values())
+    assert "--agent-account" in " ".join(pitcrew.running["sim-agents"].args)

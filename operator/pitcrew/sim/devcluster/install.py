@@ -39,6 +39,27 @@ def install(api: client.ApiClient, *, namespace: str = "pitcrew-system") -> None
         _apply(api, obj)
 
 
+def bound_token(
+    api: client.ApiClient, *, account: str, namespace: str, pod: dict[str, Any] | None = None
+) -> str:
+    """A token of ServiceAccount ``account``; with ``pod``, bound to that pod, as a
+    projected token in the pod would be (the apiserver then knows the pod's node)."""
+    spec: dict[str, Any] = {"expirationSeconds": TOKEN_SECONDS, "audiences": []}
+    if pod is not None:
+        meta = pod["metadata"]
+        spec["boundObjectRef"] = {
+            "kind": "Pod",
+            "apiVersion": "v1",
+            "name": meta["name"],
+            "uid": meta["uid"],
+        }
+    request = client.AuthenticationV1TokenRequest.model_validate({"spec": spec})
+    answer = client.CoreV1Api(api).create_namespaced_service_account_token(
+        account, namespace, request
+    )
+    return str(to_dict(api, answer)["status"]["token"])
+
+
 def service_account_kubeconfig(
     api: client.ApiClient,
     *,
@@ -53,18 +74,7 @@ def service_account_kubeconfig(
     With ``bound_pod`` the token is bound to that pod, as a projected token in
     the pod would be: the apiserver then knows the node it runs on."""
     name = account or account_name(component)
-    spec: dict[str, Any] = {"expirationSeconds": TOKEN_SECONDS, "audiences": []}
-    if bound_pod is not None:
-        meta = bound_pod["metadata"]
-        spec["boundObjectRef"] = {
-            "kind": "Pod",
-            "apiVersion": "v1",
-            "name": meta["name"],
-            "uid": meta["uid"],
-        }
-    request = client.AuthenticationV1TokenRequest.model_validate({"spec": spec})
-    answer = client.CoreV1Api(api).create_namespaced_service_account_token(name, namespace, request)
-    token = to_dict(api, answer)["status"]["token"]
+    token = bound_token(api, account=name, namespace=namespace, pod=bound_pod)
     configuration = api.configuration
     document = {
         "apiVersion": "v1",
