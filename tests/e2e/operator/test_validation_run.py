@@ -167,3 +167,36 @@ def test_a_runs_suite_reaches_the_probe_and_pairs_run_at_probe_priority(
         assert ">= floor 46" in pair["message"]  # judged by the operator on H100's floor
     finally:
         fleet.custom.delete_cluster_custom_object(GROUP, VERSION, "validationruns", run)
+
+
+def test_a_node_its_pairs_blame_is_taken_out_never_released_to_service_first(
+    fleet_factory: type[Fleet],
+) -> None:
+    fleet = fleet_factory(size=4)
+    fleet.policy()
+    for node in fleet.nodes:
+        fleet.wait_phase(node, "Healthy")
+    bad = fleet.nodes[2]
+    # Its GEMM and HBM pass (the quick suite), its inter-node all-reduce does not.
+    fleet.inject(bad, [{"type": "slow-nccl", "factor": 3}])
+    run = f"{fleet.group}-blame"
+    create_run(fleet, run, suite="quick", maxConcurrentNodes=4, pairingScope="across",
+               topologyKey="kubernetes.io/hostname")  # fmt: skip
+    try:
+        status = eventually(
+            lambda: (s := run_status(fleet, run)).get("phase") in ("Succeeded", "Failed") and s,
+            timeout=120,
+            what="the run to finish",
+        )
+        assert status["phase"] == "Failed"
+        assert status["failedNodes"] == [bad]
+        eventually(
+            lambda: fleet.phase(bad) not in ("Validating", "Healthy"),
+            timeout=30,
+            what="the blamed node taken out",
+        )
+        history = fleet.history(bad)
+        after = history[history.index("Validating") + 1]
+        assert after != "Healthy", history  # blamed before it was released
+    finally:
+        fleet.custom.delete_cluster_custom_object(GROUP, VERSION, "validationruns", run)
