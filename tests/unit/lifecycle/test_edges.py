@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+from dataclasses import replace
 
 from lifecycle_data import (
     T0,
@@ -32,15 +33,7 @@ def kinds(actions: tuple[a.Action, ...]) -> list[type]:
 
 
 def uncordoned_by_a_person() -> NodeView:
-    claimed = pitcrew_cordoned(node())
-    return NodeView(
-        name=claimed.name,
-        created=claimed.created,
-        labels=claimed.labels,
-        annotations=claimed.annotations,
-        unschedulable=False,
-        taints=(),
-    )
+    return replace(pitcrew_cordoned(node()), unschedulable=False, taints=())
 
 
 def test_a_claim_left_on_a_schedulable_node_is_dropped_so_a_later_human_cordon_is_theirs() -> None:
@@ -51,15 +44,7 @@ def test_a_claim_left_on_a_schedulable_node_is_dropped_so_a_later_human_cordon_i
     edit = node_edits.plan(view, uncordon)
     assert edit is not None
     assert edit.annotations == {CORDONED_BY: None}
-    cleared = node_edits.apply(view, edit)
-    human = NodeView(
-        name=cleared.name,
-        created=cleared.created,
-        labels=cleared.labels,
-        annotations=cleared.annotations,
-        unschedulable=True,
-        taints=cleared.taints,
-    )
+    human = replace(node_edits.apply(view, edit), unschedulable=True)
     assert human.foreign_cordon  # Pitcrew will never lift it
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+from dataclasses import replace
 
 from lifecycle_data import T0, fleet, node, pitcrew_cordoned, policy, report, state, status
 
@@ -19,17 +20,7 @@ REBOOT = [{"action": "reboot", "timeout": "30m"}]
 
 
 def cordoned(*, boot_id: str = "boot-1", pods: tuple[PodView, ...] = ()) -> NodeView:
-    view = pitcrew_cordoned(node(pods=pods), QUARANTINE_TAINT)
-    return NodeView(
-        name=view.name,
-        created=view.created,
-        labels=view.labels,
-        annotations=view.annotations,
-        unschedulable=True,
-        taints=view.taints,
-        pods=pods,
-        boot_id=boot_id,
-    )
+    return replace(pitcrew_cordoned(node(pods=pods), QUARANTINE_TAINT), boot_id=boot_id)
 
 
 def rung(action: RemediationAction, *, confirmed: str = "") -> RemediationStatus:

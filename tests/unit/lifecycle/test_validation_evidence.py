@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+from dataclasses import replace
 
 from lifecycle_data import T0, fleet, node, pitcrew_cordoned, policy, report, state, status
 
@@ -18,16 +19,7 @@ JOB = "pitcrew-probe-n-1"
 
 
 def validating_node(gpus: int = 8) -> NodeView:
-    view = pitcrew_cordoned(node(), VALIDATING_TAINT)
-    return NodeView(
-        name=view.name,
-        created=view.created,
-        labels=view.labels,
-        annotations=view.annotations,
-        unschedulable=True,
-        taints=view.taints,
-        gpus=gpus,
-    )
+    return replace(pitcrew_cordoned(node(), VALIDATING_TAINT), gpus=gpus)
 
 
 def probe_of(*results: CheckResult, job: str = JOB, at: datetime.datetime = LATER) -> ChecksStatus:
