@@ -1,8 +1,11 @@
 """API clients and the retry policy for transient API errors.
 
-A 409 (conflict), 429 (throttled, or a PDB refusing an eviction), 5xx, or a
-connection reset is retried with exponential backoff and jitter; any other
-error is a real answer and is raised at once. The bound is small (a few
+A 429 (throttled), a 5xx or a connection error is retried with exponential
+backoff and jitter; any other error is a real answer and is raised at once. A
+409 in particular is an answer: on a create it means "exists", which every
+create here handles at once (a GPUNode, a Job, a CRD), and a conflicting
+update is recomputed from a fresh read by its caller (node edits), never
+replayed as it was. The bound is small (a few
 seconds) because the round loop retries the whole decision later anyway:
 level-triggered code does not need heroic retries, only no crash loops.
 """
@@ -22,7 +25,7 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-TRANSIENT_STATUS = {409, 429, 500, 502, 503, 504}
+TRANSIENT_STATUS = {429, 500, 502, 503, 504}
 REQUEST_TIMEOUT = urllib3.Timeout(connect=10.0, read=60.0)
 
 

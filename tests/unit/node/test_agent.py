@@ -5,9 +5,12 @@ from __future__ import annotations
 import datetime
 import json
 
+from prometheus_client import REGISTRY
+
 from gpuhealth.backends.sim import SimBackend
 from gpuhealth.checks import Expectations
 from gpuhealth.models import get_model
+from gpuhealth.report import CheckResult, CheckStatus
 from gpuhealth.runner import Checker
 from pitcrew.api.vocabulary import LAST_REMEDIATION
 from pitcrew.node.agent import AgentCore, agent_status, fingerprint
@@ -52,3 +55,65 @@ def test_a_garbled_annotation_is_ignored() -> None:
     assert not agent.note_remediation({LAST_REMEDIATION: "not json"})
     assert not agent.note_remediation({LAST_REMEDIATION: json.dumps({"key": 7})})
     assert agent.remediation_key is None
+
+
+def test_readings_that_move_are_no_change_a_finding_that_moves_is() -> None:
+    agent = core()
+    report = agent.checker.run()
+    status = agent_status(report, agent.checker)
+    warmer = status.model_copy(
+        update={
+            "checks": status.checks.model_copy(
+                update={
+                    "results": [
+                        r.model_copy(update={"observed": (r.observed or 0) + 3.5, "message": "x"})
+                        for r in status.checks.results
+                    ]
+                }
+            ),
+            "gpus": [g.model_copy(update={"temperature_c": 71.0}) for g in status.gpus],
+        }
+    )
+    assert fingerprint(warmer) == fingerprint(status)  # no write for a reading
+    first = status.checks.results[0]
+    failed = status.model_copy(
+        update={
+            "checks": status.checks.model_copy(
+                update={
+                    "results": [
+                        first.model_copy(update={"status": CheckStatus.FAIL}),
+                        *status.checks.results[1:],
+                    ]
+                }
+            )
+        }
+    )
+    assert fingerprint(failed) != fingerprint(status)
+
+
+def test_a_failing_check_gauge_goes_back_to_zero_when_the_check_stops_failing() -> None:
+    agent = core()
+    report = agent.checker.run()
+    status = agent_status(report, agent.checker)
+    failing = report.model_copy(
+        update={
+            "checks": [
+                *report.checks,
+                CheckResult(name="ecc-dbe", status=CheckStatus.FAIL, gpu=1),
+            ]
+        }
+    )
+    agent._export(failing, status)
+    assert (
+        REGISTRY.get_sample_value(
+            "pitcrew_agent_failing_checks", {"node": "n0", "check": "ecc-dbe"}
+        )
+        == 1
+    )
+    agent._export(report, status)  # the repaired GPU's report has no ecc-dbe at all
+    assert (
+        REGISTRY.get_sample_value(
+            "pitcrew_agent_failing_checks", {"node": "n0", "check": "ecc-dbe"}
+        )
+        == 0
+    )
