@@ -245,6 +245,9 @@ class NoRuns:
     def step(self, now: datetime.datetime) -> None:
         raise AssertionError("no ValidationRun in these tests")
 
+    def run_deleted(self) -> None:
+        raise AssertionError("no ValidationRun in these tests")
+
 
 class Shell:
     """The round loop, executor and policy-status writer wired to fakes, as the

@@ -72,6 +72,8 @@ class Steppable(Protocol):
 
     def step(self, now: datetime.datetime) -> None: ...
 
+    def run_deleted(self) -> None: ...
+
 
 class RoundLoop:
     def __init__(
@@ -115,6 +117,8 @@ class RoundLoop:
             self.last_gpunode_event = self.clock()
         if kind == "run":
             self.store.put(kind, obj, deleted=deleted)
+            if deleted:
+                self.runs.run_deleted()
             self.wakeup.set()
             return
         if kind == "policy":

@@ -62,18 +62,28 @@ class Runs:
     ) -> None:
         self.api, self.store, self.settings, self.recorder = api, store, settings, recorder
         self.custom = client.CustomObjectsApi(api)
+        self.sweep_pending = True
+        """Sweep once after start (a run deleted while no operator led) and after each
+        deletion."""
 
     def active(self) -> bool:
-        return self.stranded() or any(
+        return self.sweep_pending or any(
             (r.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
             for r in self.store.runs.values()
         )
 
+    def run_deleted(self) -> None:
+        """A run went away: the next step releases the nodes it held (no scan of the
+        fleet on every round to find out)."""
+        self.sweep_pending = True
+
     def step(self, now: datetime.datetime) -> None:
-        try:
-            self.sweep()
-        except Exception:
-            logger.exception("releasing nodes of deleted ValidationRuns failed; retried")
+        if self.sweep_pending:
+            try:
+                self.sweep()
+                self.sweep_pending = False
+            except Exception:
+                logger.exception("releasing nodes of deleted ValidationRuns failed; retried")
         for run in list(self.store.runs.values()):
             try:
                 self._step(run, now)
@@ -137,14 +147,6 @@ class Runs:
             if holder and holder not in self.store.runs:
                 logger.info("releasing %s: its ValidationRun %s is gone", name, holder)
                 nodes.annotate(self.api, name, {VALIDATION_REQUEST: None, VALIDATION_SUITE: None})
-
-    def stranded(self) -> bool:
-        """Some node is held by a run that no longer exists."""
-        return any(
-            (holder := (n["metadata"].get("annotations") or {}).get(VALIDATION_REQUEST))
-            and holder not in self.store.runs
-            for n in self.store.nodes.values()
-        )
 
     def _requests(self, run: str, result: RunPlan, suite: str) -> None:
         for name, node in self.store.nodes.items():
