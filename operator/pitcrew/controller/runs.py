@@ -159,6 +159,8 @@ class Runs:
     def _collect_pairs(self, run: str, status: ValidationRunStatus) -> ValidationRunStatus:
         """Judge each pair test whose rank-0 pod has finished, from the bus bandwidth it
         left in its termination message and the floor of the nodes' GPU model."""
+        if not any(p.result in (PENDING, RUNNING) for p in status.pairs):
+            return status  # nothing to collect: no walk over every pod of the cluster
         pods = {
             (labels.get(PAIR_LABEL), labels.get(RANK_LABEL)): pod
             for pod in self.store.pods.values()
