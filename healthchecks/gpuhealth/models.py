@@ -30,6 +30,8 @@ class GpuModel:
     slowdown_temp_c: float
     """Typical slowdown temperature; NVML's own threshold wins when it reports one."""
     tdp_w: float
+    max_sm_clock_mhz: float
+    """Boost SM clock from the data sheet; a loaded healthy GPU runs near it."""
     peak_bf16_tflops: float
     """Peak dense bf16 tensor throughput (no sparsity), from NVIDIA's data sheets."""
     hbm_peak_gbps: float
@@ -74,6 +76,7 @@ MODELS: dict[str, GpuModel] = {
             slowdown_temp_c=87, tdp_w=700, peak_bf16_tflops=989.4, hbm_peak_gbps=3350,
             gemm_floor_tflops=600, hbm_floor_gbps=2400, pcie_floor_gbps=40,
             nccl_intra_floor_gbps=460, nccl_inter_floor_gbps_per_nic=46,
+            max_sm_clock_mhz=1980,
         ),
         # H100 PCIe: 1,513 TFLOPS bf16 with sparsity, 2.0 TB/s HBM2e, 300-350 W.
         GpuModel(
@@ -82,6 +85,7 @@ MODELS: dict[str, GpuModel] = {
             slowdown_temp_c=87, tdp_w=350, peak_bf16_tflops=756.0, hbm_peak_gbps=2000,
             gemm_floor_tflops=455, hbm_floor_gbps=1430, pcie_floor_gbps=40,
             nccl_intra_floor_gbps=40, nccl_inter_floor_gbps_per_nic=46,
+            max_sm_clock_mhz=1755,
         ),
         # H100 NVL: 1,671 TFLOPS bf16 with sparsity, 94 GB HBM3 at 3.9 TB/s, 350-400 W.
         GpuModel(
@@ -90,6 +94,7 @@ MODELS: dict[str, GpuModel] = {
             slowdown_temp_c=87, tdp_w=400, peak_bf16_tflops=835.5, hbm_peak_gbps=3900,
             gemm_floor_tflops=505, hbm_floor_gbps=2790, pcie_floor_gbps=40,
             nccl_intra_floor_gbps=40, nccl_inter_floor_gbps_per_nic=46,
+            max_sm_clock_mhz=1785,
         ),
         GpuModel(
             name="H200", product="NVIDIA-H200", nvml_names=("NVIDIA H200",),
@@ -97,6 +102,7 @@ MODELS: dict[str, GpuModel] = {
             slowdown_temp_c=87, tdp_w=700, peak_bf16_tflops=989.4, hbm_peak_gbps=4800,
             gemm_floor_tflops=600, hbm_floor_gbps=3400, pcie_floor_gbps=40,
             nccl_intra_floor_gbps=431, nccl_inter_floor_gbps_per_nic=46,
+            max_sm_clock_mhz=1980,
         ),
         # H200 NVL: 1,671 TFLOPS bf16 with sparsity, 141 GB HBM3e at 4.8 TB/s, up to
         # 600 W, 2- or 4-way NVLink bridge at 900 GB/s.
@@ -106,6 +112,7 @@ MODELS: dict[str, GpuModel] = {
             slowdown_temp_c=87, tdp_w=600, peak_bf16_tflops=835.5, hbm_peak_gbps=4800,
             gemm_floor_tflops=505, hbm_floor_gbps=3400, pcie_floor_gbps=40,
             nccl_intra_floor_gbps=40, nccl_inter_floor_gbps_per_nic=46,
+            max_sm_clock_mhz=1785,
         ),
         GpuModel(
             name="A100", product="NVIDIA-A100-SXM4-80GB", nvml_names=("NVIDIA A100-SXM4-80GB",),
@@ -113,6 +120,7 @@ MODELS: dict[str, GpuModel] = {
             slowdown_temp_c=90, tdp_w=400, peak_bf16_tflops=312.0, hbm_peak_gbps=2039,
             gemm_floor_tflops=230, hbm_floor_gbps=1500, pcie_floor_gbps=20,
             nccl_intra_floor_gbps=220, nccl_inter_floor_gbps_per_nic=22,
+            max_sm_clock_mhz=1410,
         ),
         # A100 SXM4 40GB: the 80GB board's compute and NVSwitch board, HBM2 at 1,555 GB/s.
         GpuModel(
@@ -122,6 +130,7 @@ MODELS: dict[str, GpuModel] = {
             slowdown_temp_c=90, tdp_w=400, peak_bf16_tflops=312.0, hbm_peak_gbps=1555,
             gemm_floor_tflops=230, hbm_floor_gbps=1140, pcie_floor_gbps=20,
             nccl_intra_floor_gbps=220, nccl_inter_floor_gbps_per_nic=22,
+            max_sm_clock_mhz=1410,
         ),
         # A100 PCIe 40GB: 312 TFLOPS bf16 dense, 1,555 GB/s HBM2, 250 W.
         GpuModel(
@@ -131,6 +140,7 @@ MODELS: dict[str, GpuModel] = {
             slowdown_temp_c=90, tdp_w=250, peak_bf16_tflops=312.0, hbm_peak_gbps=1555,
             gemm_floor_tflops=230, hbm_floor_gbps=1140, pcie_floor_gbps=20,
             nccl_intra_floor_gbps=20, nccl_inter_floor_gbps_per_nic=22,
+            max_sm_clock_mhz=1410,
         ),
         # A100 PCIe 80GB: 312 TFLOPS bf16 dense, 1,935 GB/s HBM2e, 300 W.
         GpuModel(
@@ -140,6 +150,7 @@ MODELS: dict[str, GpuModel] = {
             slowdown_temp_c=90, tdp_w=300, peak_bf16_tflops=312.0, hbm_peak_gbps=1935,
             gemm_floor_tflops=230, hbm_floor_gbps=1420, pcie_floor_gbps=20,
             nccl_intra_floor_gbps=20, nccl_inter_floor_gbps_per_nic=22,
+            max_sm_clock_mhz=1410,
         ),
     )
 }

@@ -53,7 +53,8 @@ class Checker:
         self.last_sample: NodeSample | None = None
         self.memory = Memory(
             counters=CounterHistory(
-                window=datetime.timedelta(seconds=self.thresholds["rate.window_s"])
+                window=datetime.timedelta(seconds=self.thresholds["rate.window_s"]),
+                min_span=datetime.timedelta(seconds=self.thresholds["rate.min_span_s"]),
             )
         )
         self._pool = concurrent.futures.ThreadPoolExecutor(

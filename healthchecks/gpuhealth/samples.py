@@ -43,6 +43,7 @@ class GpuSample:
     temperature_c: float | None = None
     slowdown_temp_c: float | None = None
     power_w: float | None = None
+    sm_clock_mhz: float | None = None
     clock_events: frozenset[ClockEvent] = frozenset()
     ecc_sbe_volatile: int | None = None
     ecc_dbe_volatile: int | None = None

@@ -173,6 +173,9 @@ class NvmlBackend:
                 ),
             ),
             power_w=None if power is None else power / 1000.0,
+            sm_clock_mhz=read(
+                "clocks", lambda: float(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM))
+            ),
             clock_events=frozenset(events),
             ecc_sbe_volatile=ecc(nvml.NVML_MEMORY_ERROR_TYPE_CORRECTED, nvml.NVML_VOLATILE_ECC),
             ecc_dbe_volatile=ecc(nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nvml.NVML_VOLATILE_ECC),

@@ -10,16 +10,24 @@ exactly as on hardware, and tests control time instead of sleeping.
 An ``xid`` fault produces one XID event the first time it is sampled, as the
 driver logs it once; it stays in the fault list (the annotation) until
 cleared, but is not reported again.
+
+Healthy readings are noisy by default (:mod:`gpuhealth.backends.noise`):
+temperatures wander, power and clocks follow the load, correctable counters
+tick, and NVML now and then fails a read or is slow. ``noise=0`` gives the
+exact, constant values a unit test of one threshold wants.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
+import time
 import zlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
 from gpuhealth import faults as f
+from gpuhealth.backends.noise import Noise, NoiseSource
 from gpuhealth.models import GpuModel
 from gpuhealth.report import GpuIdentity
 from gpuhealth.samples import (
@@ -46,19 +54,34 @@ def utc_now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
 
+class SimNvmlError(RuntimeError):
+    """A transient failure of the whole read, as ``NVML_ERROR_UNKNOWN`` is on hardware."""
+
+
 class SimBackend:
     """A node of ``gpus`` simulated GPUs of one model."""
 
     name = "sim"
 
     def __init__(
-        self, *, node: str, model: GpuModel, gpus: int = 8, clock: Clock = utc_now
+        self,
+        *,
+        node: str,
+        model: GpuModel,
+        gpus: int = 8,
+        clock: Clock = utc_now,
+        noise: Noise | float = 1.0,
+        sleep: Callable[[float], object] = time.sleep,
     ) -> None:
         self.node = node
         self.model = model
         self.gpu_count = gpus
         self.clock = clock
+        self.sleep = sleep
+        """How a slow NVML call waits (an accelerated benchmark passes its clock's)."""
         self.started = clock()
+        self.noise = NoiseSource(Noise.of(noise), node=node, model=model, gpus=gpus, ports=IB_PORTS)
+        self._noised_at = self.started
         self._faults: dict[f.Fault, datetime.datetime] = {}
         self._reported_xids: set[f.Fault] = set()
 
@@ -109,29 +132,33 @@ class SimBackend:
         if self._has(f.GpuMissing, index):
             return None
         model = self.model
+        noise = self.noise.reading(index)
         events: set[ClockEvent] = set()
-        temperature = 42.0 + (index % 4)
+        temperature = noise.temperature_c
         if self._has(f.ThermalSlowdown, index):
             events |= {ClockEvent.HW_THERMAL, ClockEvent.HW_SLOWDOWN}
             temperature = model.slowdown_temp_c + 1
         if self._has(f.PowerBrake, index):
             events |= {ClockEvent.HW_POWER_BRAKE, ClockEvent.HW_SLOWDOWN}
-        sbe = self._grown(self._of(f.EccSbeStorm, index))
+        sbe = self._grown(self._of(f.EccSbeStorm, index)) + noise.sbe
         dbe = sum(x.count for x in self._of(f.EccDbe, index))
         pcie_gen, pcie_width = model.pcie_gen, model.pcie_width
         for downtrain in self._of(f.PcieDowntrain, index):
             pcie_gen, pcie_width = downtrain.gen, downtrain.width
         retired = self._of(f.RetiredPages, index)
-        replays = self._grown(self._of(f.PcieReplayStorm, index))
+        replays = self._grown(self._of(f.PcieReplayStorm, index)) + noise.pcie_replays
         down = {x.link for x in self._of(f.NvlinkDown, index)}
-        crc = {
-            x.link: x.per_minute * self._minutes_since(x) for x in self._of(f.NvlinkCrcStorm, index)
-        }
-        return GpuSample(
+        crc = {link: float(count) for link, count in noise.nvlink_crc.items()}
+        for storm in self._of(f.NvlinkCrcStorm, index):
+            crc[storm.link] = crc.get(storm.link, 0.0) + storm.per_minute * self._minutes_since(
+                storm
+            )
+        sample = GpuSample(
             identity=self.identity(index),
             temperature_c=temperature,
             slowdown_temp_c=model.slowdown_temp_c,
-            power_w=model.tdp_w * 0.45,
+            power_w=noise.power_w,
+            sm_clock_mhz=noise.sm_clock_mhz,
             clock_events=frozenset(events),
             ecc_sbe_volatile=int(sbe),
             ecc_dbe_volatile=dbe,
@@ -157,6 +184,7 @@ class SimBackend:
             persistence_mode=not self._has(f.PersistenceOff, index),
             vbios_version=HEALTHY_VBIOS,
         )
+        return sample if noise.failed_field is None else _failed(sample, noise.failed_field)
 
     def _xids(self, gpus: dict[int, GpuSample]) -> list[XidEvent]:
         now = self.clock()
@@ -207,6 +235,7 @@ class SimBackend:
                 if x.port == name
             )
             symbols = self._grown(x for x in self._of(f.IbSymbolErrors) if x.port == name)
+            symbols += self.noise.ib_symbols[index]
             rate = min(
                 (x.rate_gbps for x in self._of(f.IbRateDegraded) if x.port == name),
                 default=IB_RATE_GBPS,
@@ -228,6 +257,13 @@ class SimBackend:
         return tuple(ports)
 
     def sample(self) -> NodeSample:
+        now = self.clock()
+        self.noise.advance(max((now - self._noised_at).total_seconds(), 0.0) / 60.0)
+        self._noised_at = max(now, self._noised_at)
+        if delay := self.noise.slow_call_s():
+            self.sleep(delay)
+        if self.noise.sample_fails():
+            raise SimNvmlError("NVML_ERROR_UNKNOWN: simulated transient driver error")
         gpus = {i: g for i in range(self.gpu_count) if (g := self._gpu(i)) is not None}
         driver = next((x.version for x in self._of(f.DriverMismatch)), HEALTHY_DRIVER)
         return NodeSample(
@@ -241,3 +277,30 @@ class SimBackend:
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+_UNREAD: dict[str, dict[str, object]] = {
+    "temperature": {"temperature_c": None, "slowdown_temp_c": None},
+    "power": {"power_w": None},
+    "ecc": dict.fromkeys(
+        ("ecc_sbe_volatile", "ecc_dbe_volatile", "ecc_sbe_aggregate", "ecc_dbe_aggregate")
+    ),
+    "remap": dict.fromkeys(
+        ("remap_correctable", "remap_uncorrectable", "remap_pending", "remap_failure")
+    ),
+    "pcie": dict.fromkeys(
+        ("pcie_gen", "pcie_width", "pcie_max_gen", "pcie_max_width", "pcie_replay")
+    ),
+    "nvlink": {"nvlinks": ()},
+    "clocks": {"clock_events": frozenset(), "sm_clock_mhz": None},
+}
+"""What NVML leaves unread when one of its calls fails: the fields of that call."""
+
+
+def _failed(sample: GpuSample, read: str) -> GpuSample:
+    """``sample`` as NVML returns it when the ``read`` call failed transiently."""
+    return dataclasses.replace(
+        sample,
+        **_UNREAD[read],  # type: ignore[arg-type]
+        errors={**sample.errors, read: f"NVML {read}: Unknown Error (simulated, transient)"},
+    )

@@ -10,7 +10,7 @@ the driver protecting a hot GPU and is only watched.
 
 from __future__ import annotations
 
-from gpuhealth.checks.context import CheckContext, result
+from gpuhealth.checks.context import CheckContext, result, unread
 from gpuhealth.report import CheckResult, CheckStatus, FaultClass, RecommendedAction
 from gpuhealth.samples import ClockEvent
 
@@ -22,6 +22,9 @@ def check_clock_events(ctx: CheckContext) -> list[CheckResult]:
     results = []
     for gpu in ctx.sample.gpus:
         index = gpu.identity.index
+        if failed := unread("clock-events", gpu, "clocks"):
+            results.append(failed)  # the throttle timers wait for a reading
+            continue
         since = ctx.memory.throttle_since
         for reason in ClockEvent:
             key = (index, reason)
@@ -81,6 +84,9 @@ def check_thermal_margin(ctx: CheckContext) -> list[CheckResult]:
     results = []
     for gpu in ctx.sample.gpus:
         index = gpu.identity.index
+        if failed := unread("thermal-margin", gpu, "temperature"):
+            results.append(failed)
+            continue
         slowdown = gpu.slowdown_temp_c or (
             ctx.expect.model.slowdown_temp_c if ctx.expect.model else None
         )

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from gpuhealth.history import CounterHistory
 from gpuhealth.models import GpuModel
 from gpuhealth.report import CheckResult, CheckStatus, FaultClass, RecommendedAction
-from gpuhealth.samples import ClockEvent, NodeSample
+from gpuhealth.samples import ClockEvent, GpuSample, NodeSample
 from gpuhealth.thresholds import Thresholds
 
 
@@ -59,6 +59,27 @@ class CheckContext:
     def rate_per_minute(self, key: tuple[object, ...], value: float) -> float | None:
         rate = self.memory.counters.rate_per_second(key, now=self.now, value=value)
         return None if rate is None else rate * 60.0
+
+    def increase_per_hour(self, key: tuple[object, ...], value: float) -> float | None:
+        """Events counted over the last hour (see :meth:`CounterHistory.increase`)."""
+        return self.memory.counters.increase(
+            key, now=self.now, value=value, within=datetime.timedelta(hours=1)
+        )
+
+
+def unread(name: str, gpu: GpuSample, *reads: str) -> CheckResult | None:
+    """``error`` when NVML failed one of the ``reads`` this check needs, else ``None``.
+
+    A failed read is no evidence about the GPU: the check says it could not
+    run, keeps its memory (rates, throttle timers) untouched, and runs again
+    at the next sweep. Judging the missing values instead (no NVLink links, a
+    counter of 0) turns every transient ``NVML_ERROR_UNKNOWN`` into a false
+    failure or a false rate.
+    """
+    failed = [gpu.errors[r] for r in reads if r in gpu.errors]
+    if not failed:
+        return None
+    return result(name, CheckStatus.ERROR, gpu=gpu.identity.index, message="; ".join(failed))
 
 
 def result(

@@ -38,7 +38,7 @@ def check_gpu_count(ctx: CheckContext) -> list[CheckResult]:
 
 
 def check_lost(ctx: CheckContext) -> list[CheckResult]:
-    return [
+    lost = [
         result(
             "gpu-lost",
             FAIL,
@@ -50,3 +50,4 @@ def check_lost(ctx: CheckContext) -> list[CheckResult]:
         for gpu in ctx.sample.gpus
         if gpu.lost
     ]
+    return lost or [result("gpu-lost", PASS, message="no GPU reported lost")]

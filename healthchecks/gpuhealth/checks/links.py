@@ -10,7 +10,7 @@ every collective through that GPU.
 
 from __future__ import annotations
 
-from gpuhealth.checks.context import CheckContext, result
+from gpuhealth.checks.context import CheckContext, result, unread
 from gpuhealth.report import CheckResult, CheckStatus, FaultClass, RecommendedAction
 
 PASS, WARN, FAIL = CheckStatus.PASS, CheckStatus.WARN, CheckStatus.FAIL
@@ -21,20 +21,22 @@ def check_pcie(ctx: CheckContext) -> list[CheckResult]:
     replay_warn = ctx.thresholds["pcie.replay_per_min_warn"]
     for gpu in ctx.sample.gpus:
         index = gpu.identity.index
+        if failed := unread("pcie", gpu, "pcie"):
+            results.append(failed)
+            continue
         gen, width = gpu.pcie_gen, gpu.pcie_width
         max_gen, max_width = gpu.pcie_max_gen, gpu.pcie_max_width
         if gen is None or width is None or max_gen is None or max_width is None:
             results.append(
-                result(
-                    "pcie-link", CheckStatus.SKIPPED, gpu=index, message="PCIe link not reported"
-                )
+                result("pcie", CheckStatus.SKIPPED, gpu=index, message="PCIe link not reported")
             )
             continue
         link = f"gen{gen} x{width} (max gen{max_gen} x{max_width})"
+        findings = []
         if width < max_width:
-            results.append(
+            findings.append(
                 result(
-                    "pcie-link",
+                    "pcie",
                     FAIL,
                     gpu=index,
                     observed=width,
@@ -46,9 +48,9 @@ def check_pcie(ctx: CheckContext) -> list[CheckResult]:
                 )
             )
         elif gen < max_gen:
-            results.append(
+            findings.append(
                 result(
-                    "pcie-link",
+                    "pcie",
                     WARN,
                     gpu=index,
                     observed=gen,
@@ -58,25 +60,25 @@ def check_pcie(ctx: CheckContext) -> list[CheckResult]:
                     message=f"PCIe below max generation (idle power saving?): {link}",
                 )
             )
-        else:
-            results.append(
-                result("pcie-link", PASS, gpu=index, observed=width, unit="lanes", message=link)
-            )
         if gpu.pcie_replay is not None:
             rate = ctx.rate_per_minute(("pcie-replay", index), gpu.pcie_replay)
             if rate is not None and rate > replay_warn:
-                results.append(
+                findings.append(
                     result(
-                        "pcie-replay",
+                        "pcie",
                         WARN,
                         gpu=index,
                         observed=round(rate, 1),
                         threshold=replay_warn,
                         unit="replays/min",
                         fault_class=FaultClass.WATCH,
-                        message="PCIe replay rate high: marginal link",
+                        message=f"PCIe replay rate high: marginal link ({link})",
                     )
                 )
+        results.extend(
+            findings
+            or [result("pcie", PASS, gpu=index, observed=width, unit="lanes", message=link)]
+        )
     return results
 
 
@@ -87,6 +89,9 @@ def check_nvlink(ctx: CheckContext) -> list[CheckResult]:
     results = []
     for gpu in ctx.sample.gpus:
         index = gpu.identity.index
+        if failed := unread("nvlink", gpu, "nvlink"):
+            results.append(failed)
+            continue
         if not gpu.nvlinks:
             status = FAIL if expected else CheckStatus.SKIPPED
             results.append(
@@ -102,16 +107,17 @@ def check_nvlink(ctx: CheckContext) -> list[CheckResult]:
                 )
             )
             continue
+        findings = []
         down = [link.link for link in gpu.nvlinks if not link.active]
         if down:
-            results.append(
+            findings.append(
                 result(
-                    "nvlink-state",
+                    "nvlink",
                     FAIL,
                     gpu=index,
                     observed=len(down),
                     threshold=0,
-                    unit="links",
+                    unit="links down",
                     fault_class=FaultClass.DEGRADED,
                     action=RecommendedAction.RESET_GPU,
                     message=f"NVLink links down: {down}",
@@ -124,9 +130,9 @@ def check_nvlink(ctx: CheckContext) -> list[CheckResult]:
             if rate is not None and rate > worst_rate:
                 worst_rate, worst_link = rate, link.link
         if worst_rate > fail:
-            results.append(
+            findings.append(
                 result(
-                    "nvlink-errors",
+                    "nvlink",
                     FAIL,
                     gpu=index,
                     observed=round(worst_rate, 1),
@@ -138,9 +144,9 @@ def check_nvlink(ctx: CheckContext) -> list[CheckResult]:
                 )
             )
         elif worst_rate > warn:
-            results.append(
+            findings.append(
                 result(
-                    "nvlink-errors",
+                    "nvlink",
                     WARN,
                     gpu=index,
                     observed=round(worst_rate, 1),
@@ -150,8 +156,7 @@ def check_nvlink(ctx: CheckContext) -> list[CheckResult]:
                     message=f"NVLink errors on link {worst_link}",
                 )
             )
-        elif not down:
-            results.append(
-                result("nvlink", PASS, gpu=index, observed=len(gpu.nvlinks), unit="links")
-            )
+        results.extend(
+            findings or [result("nvlink", PASS, gpu=index, observed=len(gpu.nvlinks), unit="links")]
+        )
     return results

@@ -5,37 +5,41 @@ takes effect at the next GPU reset: a pending remap is a degraded GPU (reset
 it when idle); a failed remap, or more than ``remap.uncorrectable_max`` rows,
 means the GPU is out of spare rows and must be replaced. Correctable (SBE)
 errors matter only as a rate.
+
+Every result of a check carries the check's own name (``ecc``), pass or fail,
+so a finding and the pass that replaces it after the repair are the same
+series on a dashboard; the message says which counter it was.
 """
 
 from __future__ import annotations
 
-from gpuhealth.checks.context import CheckContext, result
+from gpuhealth.checks.context import CheckContext, result, unread
 from gpuhealth.report import CheckResult, CheckStatus, FaultClass, RecommendedAction
 from gpuhealth.samples import GpuSample
 
 PASS, WARN, FAIL = CheckStatus.PASS, CheckStatus.WARN, CheckStatus.FAIL
 
 
-def _skipped_or_error(name: str, gpu: GpuSample, field: str) -> CheckResult:
-    if field in gpu.errors:
-        return result(name, CheckStatus.ERROR, gpu=gpu.identity.index, message=gpu.errors[field])
-    return result(
+def _skipped_or_error(name: str, gpu: GpuSample, read: str) -> CheckResult:
+    return unread(name, gpu, read) or result(
         name, CheckStatus.SKIPPED, gpu=gpu.identity.index, message="not reported by this GPU"
     )
 
 
 def check_ecc(ctx: CheckContext) -> list[CheckResult]:
+    """Uncorrectable errors since the driver loaded (fatal), and the correctable rate."""
     results = []
     for gpu in ctx.sample.gpus:
         index = gpu.identity.index
         if gpu.ecc_dbe_volatile is None or gpu.ecc_sbe_aggregate is None:
             results.append(_skipped_or_error("ecc", gpu, "ecc"))
             continue
+        findings = []
         dbe_max = ctx.thresholds["ecc.dbe_max"]
         if gpu.ecc_dbe_volatile > dbe_max:
-            results.append(
+            findings.append(
                 result(
-                    "ecc-dbe",
+                    "ecc",
                     FAIL,
                     gpu=index,
                     observed=gpu.ecc_dbe_volatile,
@@ -53,9 +57,9 @@ def check_ecc(ctx: CheckContext) -> list[CheckResult]:
             ctx.thresholds["ecc.sbe_per_hour_fail"],
         )
         if per_hour is not None and per_hour > fail:
-            results.append(
+            findings.append(
                 result(
-                    "ecc-sbe-rate",
+                    "ecc",
                     FAIL,
                     gpu=index,
                     observed=round(per_hour, 1),
@@ -67,9 +71,9 @@ def check_ecc(ctx: CheckContext) -> list[CheckResult]:
                 )
             )
         elif per_hour is not None and per_hour > warn:
-            results.append(
+            findings.append(
                 result(
-                    "ecc-sbe-rate",
+                    "ecc",
                     WARN,
                     gpu=index,
                     observed=round(per_hour, 1),
@@ -79,8 +83,19 @@ def check_ecc(ctx: CheckContext) -> list[CheckResult]:
                     message="correctable ECC errors above the watch rate",
                 )
             )
-        else:
-            results.append(result("ecc", PASS, gpu=index, observed=per_hour, unit="errors/h"))
+        results.extend(
+            findings
+            or [
+                result(
+                    "ecc",
+                    PASS,
+                    gpu=index,
+                    observed=None if per_hour is None else round(per_hour, 1),
+                    unit="errors/h",
+                    message="no uncorrectable errors; correctable rate shown",
+                )
+            ]
+        )
     return results
 
 

@@ -2,7 +2,9 @@
 
 A port that is down or trained at a lower rate (200 instead of 400 Gb/s)
 slows every collective that crosses it; a port whose ``link_downed`` counter
-keeps rising is flapping, which stalls NCCL for seconds each time.
+keeps rising is flapping, which stalls NCCL for seconds each time. Link-down
+events are counted over the last hour, not extrapolated: one event between
+two sweeps is one event, not "120 an hour".
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ def check_ib_ports(ctx: CheckContext) -> list[CheckResult]:
     if expected is not None and len(ports) < expected:
         results.append(
             result(
-                "ib-port-count",
+                "ib",
                 FAIL,
                 observed=len(ports),
                 threshold=expected,
@@ -40,12 +42,12 @@ def check_ib_ports(ctx: CheckContext) -> list[CheckResult]:
     symbol_warn = ctx.thresholds["ib.symbol_errors_per_min_warn"]
     for port in ports:
         name = f"ib {port.name}"
-        downs = ctx.rate_per_minute(("ib-down", port.name), port.link_downed)
+        downs = ctx.increase_per_hour(("ib-down", port.name), port.link_downed)
         symbols = ctx.rate_per_minute(("ib-symbol", port.name), port.symbol_error)
         if port.state != "ACTIVE" or port.phys_state != "LinkUp":
             results.append(
                 result(
-                    "ib-port",
+                    "ib",
                     FAIL,
                     fault_class=DEGRADED,
                     action=NONE,
@@ -55,7 +57,7 @@ def check_ib_ports(ctx: CheckContext) -> list[CheckResult]:
         elif port.rate_gbps < rate:
             results.append(
                 result(
-                    "ib-port",
+                    "ib",
                     FAIL,
                     observed=port.rate_gbps,
                     threshold=rate,
@@ -65,12 +67,12 @@ def check_ib_ports(ctx: CheckContext) -> list[CheckResult]:
                     message=f"{name} runs at {port.rate_gbps:g} Gb/s",
                 )
             )
-        elif downs is not None and downs * 60 > flap:
+        elif downs is not None and downs > flap:
             results.append(
                 result(
-                    "ib-port",
+                    "ib",
                     FAIL,
-                    observed=round(downs * 60, 1),
+                    observed=downs,
                     threshold=flap,
                     unit="events/h",
                     fault_class=DEGRADED,
@@ -81,7 +83,7 @@ def check_ib_ports(ctx: CheckContext) -> list[CheckResult]:
         elif symbols is not None and symbols > symbol_warn:
             results.append(
                 result(
-                    "ib-port",
+                    "ib",
                     WARN,
                     observed=round(symbols, 1),
                     threshold=symbol_warn,
@@ -92,8 +94,6 @@ def check_ib_ports(ctx: CheckContext) -> list[CheckResult]:
             )
         else:
             results.append(
-                result(
-                    "ib-port", PASS, observed=port.rate_gbps, unit="Gb/s", message=f"{name} ACTIVE"
-                )
+                result("ib", PASS, observed=port.rate_gbps, unit="Gb/s", message=f"{name} ACTIVE")
             )
     return results

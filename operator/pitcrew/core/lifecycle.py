@@ -341,8 +341,8 @@ def _observe(b: _Builder) -> None:
     """Conditions about the evidence itself: agent heartbeat, checks that could not run."""
     _watch(b)
     status, spec = b.status, b.policy.spec
-    errors = [c for c in status.checks.results if c.status is CheckStatus.ERROR]
-    if errors:
+    if _could_not_check(status):
+        errors = [c for c in status.checks.results if c.status is CheckStatus.ERROR]
         b.condition(
             "ChecksRunnable",
             ConditionStatus.FALSE,
@@ -604,13 +604,18 @@ def _checkpointed(b: _Builder) -> bool:
     )
 
 
+def _could_not_check(status: GPUNodeStatus) -> bool:
+    return any(c.status is CheckStatus.ERROR for c in status.checks.results)
+
+
 def _suspect(b: _Builder) -> None:
     status, spec = b.status, b.policy.spec
     finding = worst_finding(status)
-    if finding is None:
+    if finding is None and not _could_not_check(status):
         _back_in_service(b, "FaultCleared", "the degraded condition cleared")
         return
-    if finding.fault_class is FaultClass.FATAL:
+    # A check that could not run is no evidence the fault cleared: still Suspect.
+    if finding is not None and finding.fault_class is FaultClass.FATAL:
         b.go(Phase.QUARANTINED, finding.reason, finding.message)
         b.ensure_cordon(QUARANTINE_TAINT, finding.reason, finding.reason)
         _quarantined(b)

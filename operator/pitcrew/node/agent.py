@@ -2,10 +2,13 @@
 
 One agent runs per GPU node (a DaemonSet). Every ``interval`` it runs the
 passive suite; it writes ``GPUNode.status`` (its own fields, by server-side
-apply as ``pitcrew-agent``) only when the findings changed, or when the last
-write is older than ``heartbeat``, which proves it is alive. A 4,000-node
-fleet at the defaults (30 s checks, 5 min heartbeat) writes about 13 times a
-second in total, almost all heartbeats, instead of 133.
+apply as ``pitcrew-agent``) only when the findings changed
+(:mod:`pitcrew.node.findings`), or when the last write is older than
+``heartbeat``, which proves it is alive. A 4,000-node fleet at the defaults
+(30 s checks, 5 min heartbeat) writes about 13 times a second in total,
+almost all heartbeats, instead of 133. A sweep that failed as a whole (the
+driver did not answer) is retried at the next sweep and written only when
+the heartbeat is due, so one hiccup never replaces the node's findings.
 
 A critical XID (NVML event or kernel log line, see ``wait_for_xid``) makes a
 sweep run at once instead of waiting for the interval. Before each sweep the
@@ -32,13 +35,14 @@ from prometheus_client import Counter, Gauge, start_http_server
 from gpuhealth.backends.sim import SimBackend
 from gpuhealth.checks import Expectations
 from gpuhealth.models import GpuModel, get_model
-from gpuhealth.report import CheckStatus, Report
+from gpuhealth.report import CheckResult, CheckStatus, Report
 from gpuhealth.runner import Checker
 from pitcrew.api.gpunode import ChecksStatus, GPUNodeStatus, GpuStatus
 from pitcrew.api.vocabulary import AGENT_MANAGER, LAST_REMEDIATION
 from pitcrew.core.convert import gpu_capacity, gpu_model
 from pitcrew.kube import gpunodes
 from pitcrew.kube.client import api_client, to_dict
+from pitcrew.node.findings import Verdicts, fingerprint, verdicts
 
 logger = logging.getLogger(__name__)
 Clock = Callable[[], datetime.datetime]
@@ -88,25 +92,6 @@ def agent_status(report: Report, checker: Checker, *, repair: str = "") -> GPUNo
     )
 
 
-def fingerprint(status: GPUNodeStatus) -> str:
-    """What counts as "changed": the findings (check, GPU, status, fault class), GPU
-    health and the acknowledged repair; never a reading or a message. On real NVML the
-    temperature, power and counters move every sweep: written on every change of a
-    value, 4,000 agents at 30 s would write ~133 times a second instead of the ~13 the
-    heartbeat allows. Readings and messages ride on the next write or heartbeat."""
-    return json.dumps(
-        {
-            "checks": sorted(
-                (c.name, c.gpu if c.gpu is not None else -1, c.status.value, str(c.fault_class))
-                for c in status.checks.results
-            ),
-            "repair": status.checks.repair,
-            "gpus": [(g.index, g.uuid, g.healthy) for g in status.gpus],
-        },
-        sort_keys=True,
-    )
-
-
 class AgentCore:
     def __init__(
         self,
@@ -123,6 +108,8 @@ class AgentCore:
         self.heartbeat = heartbeat
         self.clock = clock
         self.last_fingerprint: str | None = None
+        self.verdicts: Verdicts = {}
+        self.last_status: GPUNodeStatus | None = None
         self.last_write: datetime.datetime | None = None
         self.remediation_key: str | None = None
         self._exported_checks: set[str] = set()
@@ -150,12 +137,25 @@ class AgentCore:
         with self.lock:
             report = self.checker.run()
             status = agent_status(report, self.checker, repair=self.remediation_key or "")
-            self._export(report, status)
-            current = fingerprint(status)
             now = self.clock()
             due = self.last_write is None or now - self.last_write >= self.heartbeat
+            repair = self.remediation_key or ""
+            if failed_sweep(report):
+                if not (due or force):
+                    logger.warning(
+                        "sweep failed; retrying at the next one: %s", report.checks[0].message
+                    )
+                    return False
+                # Written because the heartbeat is due; the findings stand as they were.
+                found, current = self.verdicts, self.last_fingerprint
+                status = stale(self.last_status, report) if self.last_status else status
+            else:
+                self._export(report, status)
+                found = verdicts(report.checks, self.verdicts)
+                current = fingerprint(found, gpus=(g.index for g in status.gpus), repair=repair)
             changed = current != self.last_fingerprint
             if not (force or changed or due):
+                self.verdicts = found
                 return False
             why = "change" if changed else "heartbeat"
             if self.last_write is None:
@@ -164,6 +164,7 @@ class AgentCore:
             gpunodes.apply_status(self.api, node=self.node, status=fields, manager=AGENT_MANAGER)
             STATUS_WRITES.labels(self.node, why).inc()
             self.last_fingerprint, self.last_write = current, now
+            self.verdicts, self.last_status = found, status
             return True
 
     def _export(self, report: Report, status: GPUNodeStatus) -> None:
@@ -183,6 +184,28 @@ class AgentCore:
         for name in names:
             CHECK_FAILURES.labels(self.node, name).set(failing.get(name, 0))
         self._exported_checks = names
+
+
+def stale(last: GPUNodeStatus, failed: Report) -> GPUNodeStatus:
+    """The heartbeat of a sweep that failed: the last results, as of their own report
+    time, with the failure beside them, so the operator keeps the findings it had and
+    sees that the checks could not run (an error-only report would read as a clean one)."""
+    results = [c for c in last.checks.results if not failed_sweep_result(c)]
+    return last.model_copy(
+        update={
+            "checks": last.checks.model_copy(update={"results": [*results, *failed.checks]}),
+            "last_heartbeat": failed.time,
+        }
+    )
+
+
+def failed_sweep_result(check: CheckResult) -> bool:
+    return check.name == "backend" and check.status is CheckStatus.ERROR
+
+
+def failed_sweep(report: Report) -> bool:
+    """The backend could not be read at all: the report holds only that error."""
+    return any(failed_sweep_result(c) for c in report.checks)
 
 
 def simulated_model(node: dict[str, Any]) -> GpuModel:

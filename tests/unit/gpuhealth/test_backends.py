@@ -56,6 +56,7 @@ def fake_pynvml(*, lost: set[int], broken_ecc: set[int]) -> types.ModuleType:
         "NVML_VOLATILE_ECC",
         "NVML_AGGREGATE_ECC",
         "NVML_TEMPERATURE_GPU",
+        "NVML_CLOCK_SM",
         "NVML_TEMPERATURE_THRESHOLD_SLOWDOWN",
         "nvmlEventTypeXidCriticalError",
         "NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS",
@@ -94,6 +95,7 @@ def fake_pynvml(*, lost: set[int], broken_ecc: set[int]) -> types.ModuleType:
     nvml.nvmlDeviceGetRetiredPages = not_supported
     nvml.nvmlDeviceGetRetiredPagesPendingStatus = not_supported
     nvml.nvmlDeviceGetPowerUsage = lambda h: 312000
+    nvml.nvmlDeviceGetClockInfo = lambda h, clock: 1980
     nvml.nvmlDeviceGetMigMode = lambda h: (0, 0)
     nvml.nvmlDeviceGetPersistenceMode = lambda h: 1
     nvml.nvmlDeviceGetTemperature = lambda h, s: 41
@@ -134,6 +136,7 @@ def test_nvml_errors_are_per_field_and_lost_gpus_are_findings(
     assert len(first.nvlinks) == 18
     assert sample.cuda_version == "12.6"
     assert first.power_w == 312.0
+    assert first.sm_clock_mhz == 1980.0
     backend.close()
 
 

@@ -67,7 +67,7 @@ def test_a_rate_window_takes_a_first_reading_so_storms_show() -> None:
     clock = VirtualClock()
     report = gpuhealth.check(backend=sim(storm, clock=clock), rate_window=300, sleep=clock.sleep)
     failing = [(c.name, c.gpu) for c in report.checks if c.status is FAIL]
-    assert failing == [("ecc-sbe-rate", 0)]
+    assert failing == [("ecc", 0)]
 
 
 class ClosingBackend:

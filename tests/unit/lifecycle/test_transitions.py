@@ -188,6 +188,20 @@ def test_suspect_whose_fault_clears_goes_back_to_service() -> None:
     assert kinds(decision.actions) == [a.Uncordon]
 
 
+def test_suspect_whose_check_could_not_run_stays_suspect() -> None:
+    """A transient NVML error on the check that found the fault is not the fault clearing."""
+    cordoned = pitcrew_cordoned(node(), QUARANTINE_TAINT)
+    unread = CheckResult(name="nvlink", status=CheckStatus.ERROR, gpu=0, message="NVML nvlink")
+    decision = decide(
+        state=state(cordoned, status(Phase.SUSPECT, checks=report(unread))),
+        policy=policy(),
+        fleet=fleet(suspect=1),
+        now=LATER,
+    )
+    assert decision.phase is not Phase.HEALTHY  # it carries on as Suspect: here, drains
+    assert a.Uncordon not in kinds(decision.actions)
+
+
 def test_drained_node_starts_the_first_rung_of_its_ladder() -> None:
     cordoned = pitcrew_cordoned(node(), QUARANTINE_TAINT)
     draining = status(Phase.DRAINING, checks=report(finding(FATAL)))

@@ -13,7 +13,8 @@ from gpuhealth.models import get_model
 from gpuhealth.report import CheckResult, CheckStatus
 from gpuhealth.runner import Checker
 from pitcrew.api.vocabulary import LAST_REMEDIATION
-from pitcrew.node.agent import AgentCore, agent_status, fingerprint
+from pitcrew.node.agent import AgentCore, agent_status
+from pitcrew.node.findings import fingerprint, verdicts
 
 
 def core() -> AgentCore:
@@ -40,8 +41,10 @@ def test_a_confirmed_repair_is_noted_once_and_carried_by_the_next_reports() -> N
     report = agent.checker.run()
     status = agent_status(report, agent.checker, repair=agent.remediation_key or "")
     assert status.checks.repair == "fix-1"
-    before = agent_status(report, agent.checker, repair="")
-    assert fingerprint(status) != fingerprint(before)  # the ack alone is worth a write
+    found = verdicts(report.checks, {})
+    gpus = [g.index for g in status.gpus]
+    # the ack alone is worth a write
+    assert fingerprint(found, gpus=gpus, repair="fix-1") != fingerprint(found, gpus=gpus, repair="")
 
 
 def test_an_agent_started_after_the_repair_reports_it_without_replaying_it() -> None:
@@ -74,7 +77,7 @@ def test_readings_that_move_are_no_change_a_finding_that_moves_is() -> None:
             "gpus": [g.model_copy(update={"temperature_c": 71.0}) for g in status.gpus],
         }
     )
-    assert fingerprint(warmer) == fingerprint(status)  # no write for a reading
+    assert verdicts(warmer.checks.results, {}) == verdicts(status.checks.results, {})
     first = status.checks.results[0]
     failed = status.model_copy(
         update={
@@ -88,7 +91,18 @@ def test_readings_that_move_are_no_change_a_finding_that_moves_is() -> None:
             )
         }
     )
-    assert fingerprint(failed) != fingerprint(status)
+    assert verdicts(failed.checks.results, {}) != verdicts(status.checks.results, {})
+
+
+def test_a_check_that_could_not_run_keeps_its_verdict() -> None:
+    failing = [CheckResult(name="ecc", status=CheckStatus.FAIL, gpu=1, fault_class="fatal")]
+    errored = [CheckResult(name="ecc", status=CheckStatus.ERROR, gpu=1, message="NVML ecc")]
+    passing = [CheckResult(name="ecc", status=CheckStatus.PASS, gpu=1)]
+    before = verdicts(failing, {})
+    assert before
+    assert verdicts(errored, before) == before  # still failing: no write, no false clear
+    assert verdicts(errored, {}) == {}  # still healthy: no write
+    assert verdicts(passing, before) == {}  # a reading that passes clears it
 
 
 def test_a_failing_check_gauge_goes_back_to_zero_when_the_check_stops_failing() -> None:
@@ -99,21 +113,17 @@ def test_a_failing_check_gauge_goes_back_to_zero_when_the_check_stops_failing() 
         update={
             "checks": [
                 *report.checks,
-                CheckResult(name="ecc-dbe", status=CheckStatus.FAIL, gpu=1),
+                CheckResult(name="ecc", status=CheckStatus.FAIL, gpu=1),
             ]
         }
     )
     agent._export(failing, status)
     assert (
-        REGISTRY.get_sample_value(
-            "pitcrew_agent_failing_checks", {"node": "n0", "check": "ecc-dbe"}
-        )
+        REGISTRY.get_sample_value("pitcrew_agent_failing_checks", {"node": "n0", "check": "ecc"})
         == 1
     )
-    agent._export(report, status)  # the repaired GPU's report has no ecc-dbe at all
+    agent._export(report, status)  # the repaired GPU's report has no failing ecc at all
     assert (
-        REGISTRY.get_sample_value(
-            "pitcrew_agent_failing_checks", {"node": "n0", "check": "ecc-dbe"}
-        )
+        REGISTRY.get_sample_value("pitcrew_agent_failing_checks", {"node": "n0", "check": "ecc"})
         == 0
     )
