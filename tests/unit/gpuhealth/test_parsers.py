@@ -114,7 +114,8 @@ def test_dcgm_diag_older_string_warnings() -> None:
     [
         ("", "empty input"),
         (None, "not JSON"),
-        ('{"something": 1}', "no 'DCGM GPU Diagnostic'.test_categories list"),
+        ('{"something": 1}', "no 'DCGM Diagnostic' or 'DCGM GPU Diagnostic' object"),
+        ('{"DCGM GPU Diagnostic": {}}', "'DCGM GPU Diagnostic': no test_categories list"),
         (
             '{"DCGM GPU Diagnostic": {"test_categories": [{"tests": [{"name": "m", "results": '
             '[{"status": "Exploded"}]}]}]}}',
