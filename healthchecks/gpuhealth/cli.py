@@ -6,8 +6,13 @@ error, a probe that crashed or has no floor for an unknown GPU model), with
 one line on stderr naming them, because a node whose probes did not run has
 not been validated; otherwise 0. ``gpuhealth allreduce`` exits the same way
 for its one measurement. ``gpuhealth parse`` exits 0 on a clean parse, 1 when
-the parsed results contain failures, 2 on unreadable input. Errors are one
-line on stderr, never a traceback.
+the parsed results contain failures (a failed DCGM test, a fatal or degraded
+XID or SXid, wrong data or a busbw under the run's floor), 2 on unreadable
+input, and, for ``kmsg``, 3 when the log was read only in part: some driver
+lines could not be parsed, they are listed as ``UNREAD`` (``flagged`` in
+``--json``) with their line numbers next to every event of the other lines
+(1 wins over 3, as it wins over 2). Errors are one line on stderr, never a
+traceback.
 
 Rates need two readings. ``--rate-window`` takes the second reading that many
 seconds after the first; on the simulated backend time is virtual, so the
@@ -23,10 +28,11 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpuhealth import sweep, xid
+from gpuhealth import sweep
 from gpuhealth.active.probes import SUITES, run_measurement
 from gpuhealth.backends.base import Backend
 from gpuhealth.backends.nvml import NvmlBackend, nvml_device_name
@@ -40,9 +46,9 @@ from gpuhealth.models import (
     require_model_for_nvml_name,
 )
 from gpuhealth.parsers import dcgm_diag, kmsg, nccl_tests
-from gpuhealth.report import CheckResult, CheckStatus, RecommendedAction, Report
+from gpuhealth.report import CheckResult, CheckStatus, FaultClass, RecommendedAction, Report
 
-EXIT_HEALTHY, EXIT_UNHEALTHY, EXIT_CANNOT_RUN = 0, 1, 2
+EXIT_HEALTHY, EXIT_UNHEALTHY, EXIT_CANNOT_RUN, EXIT_PARTIAL = 0, 1, 2, 3
 
 
 class VirtualClock:
@@ -132,71 +138,143 @@ def _exit_code(checks: Sequence[CheckResult]) -> int:
     return EXIT_CANNOT_RUN
 
 
+@dataclass(frozen=True)
+class _Parsed:
+    """What ``gpuhealth parse`` prints and how it exits."""
+
+    payload: dict[str, Any]
+    lines: list[str]
+    code: int
+
+
+URGENT = (FaultClass.FATAL, FaultClass.DEGRADED)
+
+
+def _parse_nccl(text: str, source: str, args: argparse.Namespace) -> _Parsed:
+    result = (
+        nccl_tests.parse_json(text, source=source)
+        if text.lstrip().startswith("{")
+        else nccl_tests.parse_text(text, source=source)
+    )
+    payload = {
+        "rows": len(result.rows),
+        "largestBytes": result.largest.size_bytes,
+        "peakBusbwGBps": result.peak_busbw_gbps,
+        "avgBusbwGBps": result.avg_busbw_gbps,
+        "outOfBounds": result.out_of_bounds,
+        "failed": result.failed,
+        "errors": list(result.errors),
+    }
+    lines = [f"{key}: {value}" for key, value in payload.items()]
+    return _Parsed(payload, lines, EXIT_UNHEALTHY if result.failed else EXIT_HEALTHY)
+
+
+def _parse_dcgm(text: str, source: str, args: argparse.Namespace) -> _Parsed:
+    report = dcgm_diag.parse_report(text, source=source)
+    results = [
+        {
+            "category": r.category,
+            "test": r.test,
+            "reportedTest": r.reported_test,
+            "entity": r.entity,
+            "gpu": r.gpu,
+            "status": r.status.value,
+            "faultClass": r.fault_class.value,
+            "action": r.action.value,
+            "message": r.message,
+            "errorId": r.error_id,
+            "errorIds": list(r.error_ids),
+            "iteration": r.iteration,
+        }
+        for r in report.results
+    ]
+    payload = {
+        "dcgmVersion": report.dcgm_version,
+        "driverVersion": report.driver_version,
+        "results": results,
+    }
+    lines = [
+        f"{r.status.value.upper():7} {r.test:18} {r.entity or 'node':6} "
+        f"{r.fault_class}/{r.action}{f' [error {r.error_id}]' if r.error_id is not None else ''} "
+        f"{r.message}".rstrip()
+        for r in report.results
+    ]
+    failed = any(r.status is CheckStatus.FAIL for r in report.results)
+    return _Parsed(payload, lines, EXIT_UNHEALTHY if failed else EXIT_HEALTHY)
+
+
+def _parse_kmsg(text: str, source: str, args: argparse.Namespace) -> _Parsed:
+    found = kmsg.parse_text(text, source=source)
+    xids = [
+        {
+            "code": e.code,
+            "pciBusId": e.pci_bus_id,
+            "gpuInstance": e.gpu_instance,
+            "computeInstance": e.compute_instance,
+            "pid": e.pid,
+            "process": e.process,
+            "faultClass": e.rule.fault_class.value,
+            "action": e.rule.action.value,
+            "description": e.rule.description,
+            "message": e.message,
+        }
+        for e in found.xids
+    ]
+    sxids = [
+        {
+            "code": e.code,
+            "switch": e.switch,
+            "pciBusId": e.pci_bus_id,
+            "link": e.link,
+            "severity": e.severity,
+            "fatal": e.rule.fatal,
+            "faultClass": e.rule.fault_class.value,
+            "action": e.rule.action.value,
+            "description": e.rule.description,
+            "message": e.message,
+        }
+        for e in found.sxids
+    ]
+    flagged = [{"line": f.line, "text": f.text, "reason": f.reason} for f in found.flagged]
+    payload = {"xids": xids, "sxids": sxids, "flagged": flagged, "partial": found.partial}
+    lines = [
+        f"XID  {x['code']:5} {x['pciBusId']:14} {x['faultClass']}/{x['action']} "
+        f"{x['description']}: {x['message']}"
+        for x in xids
+    ]
+    lines += [
+        f"SXID {x['code']:5} {x['switch'] or '-'} {x['pciBusId']} "
+        f"{x['faultClass']}/{x['action']} {x['description']}: {x['message']}"
+        for x in sxids
+    ]
+    lines += [f"UNREAD line {f.line}: {f.reason}: {f.text}" for f in found.flagged]
+    classes = [e.rule.fault_class for e in found.xids] + [e.rule.fault_class for e in found.sxids]
+    if any(c in URGENT for c in classes):
+        code = EXIT_UNHEALTHY
+    elif found.partial:
+        first = found.flagged[0]
+        print(
+            f"gpuhealth: {len(found.flagged)} driver line(s) could not be read (first: "
+            f"{source}:{first.line}); the events of every other line are listed",
+            file=sys.stderr,
+        )
+        code = EXIT_PARTIAL
+    else:
+        code = EXIT_HEALTHY
+    return _Parsed(payload, lines, code)
+
+
+PARSERS = {"nccl-tests": _parse_nccl, "dcgm-diag": _parse_dcgm, "kmsg": _parse_kmsg}
+
+
 def _parse(args: argparse.Namespace) -> int:
     text = Path(args.file).read_text(errors="replace")
-    source = str(args.file)
-    payload: dict[str, Any]
-    if args.kind == "nccl-tests":
-        stripped = text.lstrip()
-        result = (
-            nccl_tests.parse_json(text, source=source)
-            if stripped.startswith("{")
-            else nccl_tests.parse_text(text, source=source)
-        )
-        payload = {
-            "rows": len(result.rows),
-            "largestBytes": result.largest.size_bytes,
-            "peakBusbwGBps": result.peak_busbw_gbps,
-            "avgBusbwGBps": result.avg_busbw_gbps,
-            "outOfBounds": result.out_of_bounds,
-            "failed": result.failed,
-            "errors": list(result.errors),
-        }
-        failed = result.failed
-    elif args.kind == "dcgm-diag":
-        results = dcgm_diag.parse(text, source=source)
-        payload = {
-            "results": [
-                {
-                    "category": r.category,
-                    "test": r.test,
-                    "gpu": r.gpu,
-                    "status": r.status.value,
-                    "faultClass": r.fault_class.value,
-                    "action": r.action.value,
-                    "message": r.message,
-                    "errorId": r.error_id,
-                }
-                for r in results
-            ]
-        }
-        failed = any(r.status is CheckStatus.FAIL for r in results)
-    else:
-        events = kmsg.parse_text(text, source=source)
-        payload = {
-            "xids": [
-                {
-                    "code": e.code,
-                    "pciBusId": e.pci_bus_id,
-                    "faultClass": xid.classify(e.code, e.message).fault_class.value,
-                    "action": xid.classify(e.code, e.message).action.value,
-                    "description": xid.classify(e.code, e.message).description,
-                    "message": e.message,
-                }
-                for e in events
-            ]
-        }
-        failed = any(x["faultClass"] in ("fatal", "degraded") for x in payload["xids"])
+    parsed = PARSERS[args.kind](text, str(args.file), args)
     if args.json:
-        print(json.dumps(payload, indent=2))
+        print(json.dumps(parsed.payload, indent=2))
     else:
-        for key, value in payload.items():
-            if isinstance(value, list):
-                for item in value:
-                    print(item)
-            else:
-                print(f"{key}: {value}")
-    return EXIT_UNHEALTHY if failed else EXIT_HEALTHY
+        print("\n".join(parsed.lines))
+    return parsed.code
 
 
 def _allreduce(args: argparse.Namespace) -> int:

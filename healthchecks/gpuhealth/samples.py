@@ -14,6 +14,7 @@ import datetime
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from gpuhealth import sxid, xid
 from gpuhealth.report import GpuIdentity
 
 
@@ -77,6 +78,46 @@ class XidEvent:
     pci_bus_id: str = ""
     message: str = ""
     time: datetime.datetime | None = None
+    gpu_instance: int | None = None
+    """MIG GPU instance the driver blamed (``GPU-I:02``), ``None`` without MIG attribution."""
+    compute_instance: int | None = None
+    """MIG compute instance the driver blamed (``GPU-CI:00``), likewise."""
+    pid: int | None = None
+    """Process that owned the channel in error; ``None`` when the driver printed
+    ``pid='<unknown>'`` or no pid at all."""
+    process: str | None = None
+    """That process's name (``name=python3``); ``None`` for ``<unknown>`` or none."""
+
+    @property
+    def rule(self) -> xid.XidRule:
+        """What the XID table says of this event: fault class, action, description."""
+        return xid.classify(self.code, self.message)
+
+
+@dataclass(frozen=True)
+class SxidEvent:
+    """An NVSwitch error the nvswitch driver logged (``nvidia-nvswitch3: SXid (PCI:...)``).
+
+    It is about a switch of the NVLink fabric, never about one GPU, so it is
+    never an :class:`XidEvent`.
+    """
+
+    code: int
+    switch: str = ""
+    """The driver's device name, ``nvswitch3``; empty when the line has no prefix."""
+    pci_bus_id: str = ""
+    """The switch's PCI address as logged, ``0000:05:00.0``."""
+    severity: str = ""
+    """What the line said of itself: ``fatal``, ``non-fatal`` or ``correctable``
+    (:data:`gpuhealth.sxid.SEVERITIES`); empty when it said nothing."""
+    link: int | None = None
+    message: str = ""
+    time: datetime.datetime | None = None
+
+    @property
+    def rule(self) -> sxid.SxidRule:
+        """What the SXid table makes of this event (:func:`gpuhealth.sxid.classify`)."""
+        return sxid.classify(self.code, self.severity)
 
 
 @dataclass(frozen=True)
@@ -105,6 +146,8 @@ class NodeSample:
     driver_version: str | None = None
     cuda_version: str | None = None
     xids: tuple[XidEvent, ...] = ()
+    sxids: tuple[SxidEvent, ...] = ()
+    """NVSwitch errors read from the kernel log since the last sample."""
     ib_ports: tuple[IbPortSample, ...] = ()
     errors: dict[str, str] = field(default_factory=dict)
     """Node-level reads that failed (e.g. ``xid``: kernel log unreadable)."""

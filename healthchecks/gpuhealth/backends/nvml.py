@@ -6,7 +6,10 @@ read is guarded on its own: ``NOT_SUPPORTED`` leaves the field ``None`` (the
 check is skipped), ``GPU_IS_LOST`` marks the GPU lost (a fatal finding, not a
 crash), any other error is recorded per field (the check reports ``error``).
 Critical XIDs arrive through NVML's event set and the kernel log; both feed
-the same XID check.
+the same XID check. NVSwitch SXids come from the kernel log only, into
+``NodeSample.sxids``; kernel-log lines the parser could not read are reported
+in ``NodeSample.errors["kernel-log"]`` (see :attr:`KernelLog.partial_reason`)
+while their neighbours' events are still delivered.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from gpuhealth.backends.base import BackendUnavailableError
 from gpuhealth.errors import GpuhealthError
 from gpuhealth.kernel_log import KMSG, KernelLog
 from gpuhealth.report import FaultClass, GpuIdentity
-from gpuhealth.samples import ClockEvent, GpuSample, NodeSample, NvLinkSample, XidEvent
+from gpuhealth.samples import ClockEvent, GpuSample, NodeSample, NvLinkSample, SxidEvent, XidEvent
 from gpuhealth.sysfs_ib import DEFAULT_ROOT, read_ports
 from gpuhealth.xid import classify
 
@@ -69,6 +72,7 @@ class NvmlBackend:
         self.sysfs_ib = sysfs_ib
         self._events = self._register_xid_events()
         self._pending: list[XidEvent] = []
+        self._pending_sxids: list[SxidEvent] = []
 
     def _register_xid_events(self) -> Any:
         nvml = self.nvml
@@ -252,17 +256,22 @@ class NvmlBackend:
             )
 
     def wait_for_xid(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` s for a fatal or degraded XID; events are kept for
-        the next :meth:`sample`, so the agent can sweep at once without losing them."""
+        """Wait up to ``timeout`` s for a fatal or degraded XID or SXid; events are
+        kept for the next :meth:`sample`, so the agent can sweep at once without
+        losing them."""
         if self._events is None:
             time.sleep(timeout)
         events = self._nvml_xids(int(timeout * 1000) if self._events is not None else 0)
+        sxids: list[SxidEvent] = []
         if self.kernel_log is not None:
-            events.extend(self.kernel_log.read_new())
+            found = self.kernel_log.read()
+            events.extend(found.xids)
+            sxids.extend(found.sxids)
         self._pending.extend(events)
-        return any(
-            classify(e.code, e.message).fault_class in (FaultClass.FATAL, FaultClass.DEGRADED)
-            for e in events
+        self._pending_sxids.extend(sxids)
+        urgent = (FaultClass.FATAL, FaultClass.DEGRADED)
+        return any(classify(e.code, e.message).fault_class in urgent for e in events) or any(
+            s.rule.fault_class in urgent for s in sxids
         )
 
     def sample(self) -> NodeSample:
@@ -273,12 +282,16 @@ class NvmlBackend:
         driver = self._read(errors, "driver", lambda: _text(nvml.nvmlSystemGetDriverVersion()))
         cuda = self._read(errors, "cuda", nvml.nvmlSystemGetCudaDriverVersion_v2)
         xids, self._pending = [*self._pending, *self._nvml_xids()], []
+        sxids, self._pending_sxids = self._pending_sxids, []
         if self.kernel_log is not None:
-            kernel_events = self.kernel_log.read_new()
+            found = self.kernel_log.read()
             known = {(x.code, x.pci_bus_id) for x in xids}
-            xids.extend(e for e in kernel_events if (e.code, e.pci_bus_id) not in known)
+            xids.extend(e for e in found.xids if (e.code, e.pci_bus_id) not in known)
+            sxids.extend(found.sxids)
             if self.kernel_log.error:
                 errors["xid"] = self.kernel_log.error
+            if self.kernel_log.partial_reason:
+                errors["kernel-log"] = self.kernel_log.partial_reason
         try:
             ports = read_ports(self.sysfs_ib)
         except OSError as error:
@@ -290,6 +303,7 @@ class NvmlBackend:
             driver_version=driver,
             cuda_version=None if cuda is None else f"{cuda // 1000}.{cuda % 1000 // 10}",
             xids=tuple(xids),
+            sxids=tuple(sxids),
             ib_ports=ports,
             errors=errors,
         )

@@ -16,6 +16,7 @@ from gpuhealth.checks.devices import check_gpu_count, check_lost
 from gpuhealth.checks.links import check_nvlink, check_pcie
 from gpuhealth.checks.memory import check_ecc, check_retired_pages, check_row_remap
 from gpuhealth.checks.network import check_ib_ports
+from gpuhealth.checks.nvswitch import check_sxid
 from gpuhealth.checks.software import check_modes, check_versions
 from gpuhealth.checks.xid import check_xid
 from gpuhealth.report import CheckResult
@@ -27,6 +28,7 @@ PASSIVE: Mapping[str, Check] = MappingProxyType(
         "gpu-count": check_gpu_count,
         "gpu-lost": check_lost,
         "xid": check_xid,
+        "sxid": check_sxid,
         "ecc": check_ecc,
         "row-remap": check_row_remap,
         "retired-pages": check_retired_pages,

@@ -12,6 +12,12 @@ once, but the report must keep saying so for as long as it matters:
 
 So consecutive reports are stable, which is also what lets the agent write
 to the apiserver only when something changed.
+
+Kernel-log lines the parser could not read (``NodeSample.errors["kernel-log"]``)
+are reported as a ``kernel-log`` warning next to the XID verdict: the events
+of every other line were judged, but an XID may hide in the unread ones.
+NVSwitch SXids are judged by :mod:`gpuhealth.checks.nvswitch`, never here;
+their latched findings share ``Memory.latched_xids`` and are left to it.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from gpuhealth import xid
 from gpuhealth.checks.context import CheckContext, result
 from gpuhealth.parsers.kmsg import normalize_bus_id
 from gpuhealth.report import CheckResult, CheckStatus, FaultClass, RecommendedAction
+from gpuhealth.samples import XidEvent
 
 
 def _gpu_index(ctx: CheckContext, bus_id: str) -> int | None:
@@ -76,6 +83,19 @@ def _counted(ctx: CheckContext, window: datetime.timedelta, repeat: int) -> list
     return results
 
 
+def _attribution(event: XidEvent) -> str:
+    """`` (MIG GI 2/CI 0, pid 1234 python)`` for what the driver said of the culprit."""
+    parts = []
+    if event.gpu_instance is not None:
+        instance = f"MIG GI {event.gpu_instance}"
+        if event.compute_instance is not None:
+            instance += f"/CI {event.compute_instance}"
+        parts.append(instance)
+    if event.pid is not None:
+        parts.append(f"pid {event.pid}" + (f" {event.process}" if event.process else ""))
+    return f" ({', '.join(parts)})" if parts else ""
+
+
 def check_xid(ctx: CheckContext) -> list[CheckResult]:
     window = datetime.timedelta(seconds=ctx.thresholds["xid.app_repeat_window_s"])
     repeat = int(ctx.thresholds["xid.app_repeat_count"])
@@ -92,9 +112,20 @@ def check_xid(ctx: CheckContext) -> list[CheckResult]:
                 observed=event.code,
                 fault_class=rule.fault_class,
                 action=rule.action,
-                message=f"XID {event.code}: {rule.description}",
+                message=f"XID {event.code}: {rule.description}{_attribution(event)}",
             )
-    results = [*ctx.memory.latched_xids.values(), *_counted(ctx, window, repeat)]
+    latched = [r for r in ctx.memory.latched_xids.values() if r.name == "xid"]
+    results = [*latched, *_counted(ctx, window, repeat)]
     if "xid" in ctx.sample.errors:
         results.append(result("xid-source", CheckStatus.ERROR, message=ctx.sample.errors["xid"]))
-    return results or [result("xid", CheckStatus.PASS, message="no XID events")]
+    results = results or [result("xid", CheckStatus.PASS, message="no XID events")]
+    if "kernel-log" in ctx.sample.errors:
+        results.append(
+            result(
+                "kernel-log",
+                CheckStatus.WARN,
+                fault_class=FaultClass.WATCH,
+                message=ctx.sample.errors["kernel-log"],
+            )
+        )
+    return results

@@ -130,18 +130,21 @@ def test_dcgm_diag_bad_input(text: str | None, message: str) -> None:
 
 
 def test_kernel_log_forms_all_parse() -> None:
-    dmesg = kmsg.parse_text(read("dmesg_xid.txt"))
+    dmesg = kmsg.parse_text(read("dmesg_xid.txt")).xids
     assert [(e.code, e.pci_bus_id) for e in dmesg] == [(13, "0000:18:00"), (79, "0000:2a:00")]
-    records = kmsg.parse_text(read("devkmsg_xid.txt"))
+    records = kmsg.parse_text(read("devkmsg_xid.txt")).xids
     assert [e.code for e in records] == [48, 154]
     assert "Node Reboot Required" in records[1].message
-    journal = kmsg.parse_text(read("journal_xid.txt"))
+    journal = kmsg.parse_text(read("journal_xid.txt")).xids
     assert [(e.code, e.pci_bus_id) for e in journal] == [(94, "0000:9a:00")]
 
 
-def test_kernel_log_malformed_xid_line_names_its_line() -> None:
+def test_kernel_log_malformed_xid_line_is_flagged_with_its_line() -> None:
+    found = kmsg.parse_text(read("kmsg_malformed.txt"))
+    assert found.xids == ()
+    assert [(f.line, f.reason) for f in found.flagged] == [(1, "unreadable NVRM Xid line")]
     with pytest.raises(ParseError, match=r"kmsg:1: unreadable NVRM Xid line"):
-        kmsg.parse_text(read("kmsg_malformed.txt"))
+        kmsg.parse_line(read("kmsg_malformed.txt"), number=1)
 
 
 def test_empty_kernel_log_is_refused() -> None:
