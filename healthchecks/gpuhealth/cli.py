@@ -8,11 +8,14 @@ not been validated; otherwise 0. ``gpuhealth allreduce`` exits the same way
 for its one measurement. ``gpuhealth parse`` exits 0 on a clean parse, 1 when
 the parsed results contain failures (a failed DCGM test, a fatal or degraded
 XID or SXid, wrong data or a busbw under the run's floor), 2 on unreadable
-input, and, for ``kmsg``, 3 when the log was read only in part: some driver
-lines could not be parsed, they are listed as ``UNREAD`` (``flagged`` in
-``--json``) with their line numbers next to every event of the other lines
-(1 wins over 3, as it wins over 2). Errors are one line on stderr, never a
-traceback.
+input or, for ``nccl-tests``, when there is no floor to judge the run by (an
+unknown GPU model, say: ``--floor`` gives one), and, for ``kmsg``, 3 when the
+log was read only in part: some driver lines could not be parsed, they are
+listed as ``UNREAD`` (``flagged`` in ``--json``) with their line numbers next
+to every event of the other lines (1 wins over 3, as it wins over 2). The
+floor of an nccl-tests run follows its topology
+(:mod:`gpuhealth.parsers.nccl_verdict`; ``--nics`` for a multi-node run).
+Errors are one line on stderr, never a traceback.
 
 Rates need two readings. ``--rate-window`` takes the second reading that many
 seconds after the first; on the simulated backend time is virtual, so the
@@ -22,7 +25,9 @@ window costs nothing and storms show up in a single command.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
+import enum
 import json
 import os
 import sys
@@ -32,7 +37,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpuhealth import sweep
+from pydantic.alias_generators import to_camel
+
+from gpuhealth import sweep, sxid, xid
 from gpuhealth.active.probes import SUITES, run_measurement
 from gpuhealth.backends.base import Backend
 from gpuhealth.backends.nvml import NvmlBackend, nvml_device_name
@@ -45,7 +52,7 @@ from gpuhealth.models import (
     get_model,
     require_model_for_nvml_name,
 )
-from gpuhealth.parsers import dcgm_diag, kmsg, nccl_tests
+from gpuhealth.parsers import dcgm_diag, kmsg, nccl_tests, nccl_verdict
 from gpuhealth.report import CheckResult, CheckStatus, FaultClass, RecommendedAction, Report
 
 EXIT_HEALTHY, EXIT_UNHEALTHY, EXIT_CANNOT_RUN, EXIT_PARTIAL = 0, 1, 2, 3
@@ -150,48 +157,87 @@ class _Parsed:
 URGENT = (FaultClass.FATAL, FaultClass.DEGRADED)
 
 
+def _camel(item: Any) -> dict[str, Any]:
+    """A parser's dataclass as JSON: camelCase keys, enum values, lists for tuples."""
+
+    def value(field: Any) -> Any:
+        if isinstance(field, enum.Enum):
+            return field.value
+        if isinstance(field, tuple):
+            return [value(v) for v in field]
+        if isinstance(field, datetime.datetime):
+            return field.isoformat()
+        return field
+
+    return {to_camel(f.name): value(getattr(item, f.name)) for f in dataclasses.fields(item)}
+
+
+def _ruled(event: Any, rule: xid.XidRule | sxid.SxidRule) -> dict[str, Any]:
+    """An XID or SXid event with what its table makes of it."""
+    said = {"faultClass": rule.fault_class.value, "action": rule.action.value}
+    return _camel(event) | said | {"description": rule.description}
+
+
 def _parse_nccl(text: str, source: str, args: argparse.Namespace) -> _Parsed:
     result = (
         nccl_tests.parse_json(text, source=source)
         if text.lstrip().startswith("{")
         else nccl_tests.parse_text(text, source=source)
     )
+    verdict = nccl_verdict.judge(result, floor=args.floor, nics=args.nics)
+    largest = result.largest
+    outer = largest.out_of_place
     payload = {
+        "collective": result.collective,
+        "ncclTestsVersion": result.version,
+        "ranks": result.world_size,
+        "hosts": [{"host": host, "ranks": ranks} for host, ranks in result.host_ranks],
+        "gpuModels": list(result.gpu_models),
         "rows": len(result.rows),
-        "largestBytes": result.largest.size_bytes,
+        "largestBytes": largest.size_bytes,
+        "outOfPlaceBusbwGBps": outer.busbw_gbps if outer else None,
+        "inPlaceBusbwGBps": largest.in_place.busbw_gbps,
         "peakBusbwGBps": result.peak_busbw_gbps,
         "avgBusbwGBps": result.avg_busbw_gbps,
+        "wrong": {"outOfPlace": outer.wrong if outer else None, "inPlace": largest.in_place.wrong},
+        "wrongTotal": result.wrong_total,
+        "validated": result.validated,
         "outOfBounds": result.out_of_bounds,
         "failed": result.failed,
         "errors": list(result.errors),
+        "verdict": {
+            "status": verdict.status.value,
+            "observedGBps": verdict.observed_gbps,
+            "floorGBps": verdict.floor_gbps,
+            "basis": verdict.basis,
+            "message": verdict.message,
+        },
     }
-    lines = [f"{key}: {value}" for key, value in payload.items()]
-    return _Parsed(payload, lines, EXIT_UNHEALTHY if result.failed else EXIT_HEALTHY)
+    hosts = ", ".join(f"{host} ({ranks})" for host, ranks in result.host_ranks) or "not printed"
+    busbw = f"in-place {largest.in_place.busbw_gbps:g} GB/s #wrong {largest.in_place.wrong}"
+    if outer:
+        busbw = f"out-of-place {outer.busbw_gbps:g} GB/s #wrong {outer.wrong}, {busbw}"
+    lines = [
+        f"collective: {result.collective or 'not printed'}"
+        + (f" (nccl-tests {result.version})" if result.version else ""),
+        f"ranks: {result.world_size or 'not printed'}; hosts: {hosts}",
+        f"gpu: {', '.join(result.gpu_models) or 'not printed'}",
+        f"largest: {largest.size_bytes} B: busbw {busbw}",
+        f"out of bounds: {result.out_of_bounds}; avg busbw: {result.avg_busbw_gbps}",
+        f"verdict: {verdict.status.value.upper()} {verdict.message}",
+    ]
+    if verdict.status is CheckStatus.ERROR:
+        print(f"gpuhealth: {source}: {verdict.message}", file=sys.stderr)
+    code = {CheckStatus.PASS: EXIT_HEALTHY, CheckStatus.FAIL: EXIT_UNHEALTHY}
+    return _Parsed(payload, lines, code.get(verdict.status, EXIT_CANNOT_RUN))
 
 
 def _parse_dcgm(text: str, source: str, args: argparse.Namespace) -> _Parsed:
     report = dcgm_diag.parse_report(text, source=source)
-    results = [
-        {
-            "category": r.category,
-            "test": r.test,
-            "reportedTest": r.reported_test,
-            "entity": r.entity,
-            "gpu": r.gpu,
-            "status": r.status.value,
-            "faultClass": r.fault_class.value,
-            "action": r.action.value,
-            "message": r.message,
-            "errorId": r.error_id,
-            "errorIds": list(r.error_ids),
-            "iteration": r.iteration,
-        }
-        for r in report.results
-    ]
     payload = {
         "dcgmVersion": report.dcgm_version,
         "driverVersion": report.driver_version,
-        "results": results,
+        "results": [_camel(r) for r in report.results],
     }
     lines = [
         f"{r.status.value.upper():7} {r.test:18} {r.entity or 'node':6} "
@@ -205,37 +251,9 @@ def _parse_dcgm(text: str, source: str, args: argparse.Namespace) -> _Parsed:
 
 def _parse_kmsg(text: str, source: str, args: argparse.Namespace) -> _Parsed:
     found = kmsg.parse_text(text, source=source)
-    xids = [
-        {
-            "code": e.code,
-            "pciBusId": e.pci_bus_id,
-            "gpuInstance": e.gpu_instance,
-            "computeInstance": e.compute_instance,
-            "pid": e.pid,
-            "process": e.process,
-            "faultClass": e.rule.fault_class.value,
-            "action": e.rule.action.value,
-            "description": e.rule.description,
-            "message": e.message,
-        }
-        for e in found.xids
-    ]
-    sxids = [
-        {
-            "code": e.code,
-            "switch": e.switch,
-            "pciBusId": e.pci_bus_id,
-            "link": e.link,
-            "severity": e.severity,
-            "fatal": e.rule.fatal,
-            "faultClass": e.rule.fault_class.value,
-            "action": e.rule.action.value,
-            "description": e.rule.description,
-            "message": e.message,
-        }
-        for e in found.sxids
-    ]
-    flagged = [{"line": f.line, "text": f.text, "reason": f.reason} for f in found.flagged]
+    xids = [_ruled(e, e.rule) for e in found.xids]
+    sxids = [_ruled(e, e.rule) | {"fatal": e.rule.fatal} for e in found.sxids]
+    flagged = [_camel(f) for f in found.flagged]
     payload = {"xids": xids, "sxids": sxids, "flagged": flagged, "partial": found.partial}
     lines = [
         f"XID  {x['code']:5} {x['pciBusId']:14} {x['faultClass']}/{x['action']} "
@@ -248,8 +266,7 @@ def _parse_kmsg(text: str, source: str, args: argparse.Namespace) -> _Parsed:
         for x in sxids
     ]
     lines += [f"UNREAD line {f.line}: {f.reason}: {f.text}" for f in found.flagged]
-    classes = [e.rule.fault_class for e in found.xids] + [e.rule.fault_class for e in found.sxids]
-    if any(c in URGENT for c in classes):
+    if any(x["faultClass"] in URGENT for x in [*xids, *sxids]):
         code = EXIT_UNHEALTHY
     elif found.partial:
         first = found.flagged[0]
@@ -352,8 +369,20 @@ def build_parser() -> argparse.ArgumentParser:
     allreduce.add_argument("--json", action="store_true")
     allreduce.set_defaults(handler=_allreduce)
     parse = commands.add_parser("parse", help="parse and classify a tool's output")
-    parse.add_argument("kind", choices=["nccl-tests", "dcgm-diag", "kmsg"])
+    parse.add_argument("kind", choices=list(PARSERS))
     parse.add_argument("file")
+    parse.add_argument(
+        "--floor",
+        type=float,
+        default=None,
+        help="nccl-tests: busbw floor, GB/s (default: the floor of the run's topology and GPU)",
+    )
+    parse.add_argument(
+        "--nics",
+        type=int,
+        default=None,
+        help="nccl-tests: 400G NICs per node of a multi-node run (default: one per GPU)",
+    )
     parse.add_argument("--json", action="store_true")
     parse.set_defaults(handler=_parse)
     return parser
