@@ -168,6 +168,33 @@ class IbRateDegraded(FaultBase):
     rate_gbps: float = Field(gt=0, description="The rate the port trained at, e.g. 200.")
 
 
+class Sxid(FaultBase):
+    """An NVSwitch logs an SXid once, as the nvswitch driver does."""
+
+    type: Literal["sxid"]
+    code: int = Field(ge=1, le=99999)
+    switch: int = Field(default=0, ge=0, le=15, description="nvswitchN")
+    severity: Literal["fatal", "non-fatal", ""] = Field(
+        default="", description="What the line says of itself; empty: the SXid table decides."
+    )
+    link: int | None = Field(default=None, ge=0, le=143)
+
+
+class FabricManagerDown(FaultBase):
+    """The fabric manager is not running: no GPU of the node starts registering with
+    the NVLink fabric (an NVSwitch board only)."""
+
+    type: Literal["fabric-manager-down"]
+
+
+class FabricRegistrationFailed(FaultBase):
+    """Fabric registration completed with an error (on one GPU, or on every GPU)."""
+
+    type: Literal["fabric-registration-failed"]
+    gpu: GpuIndex | None = None
+    error: str = Field(default="NVML_ERROR_UNKNOWN", min_length=1, max_length=64)
+
+
 class IbSymbolErrors(FaultBase):
     type: Literal["ib-symbol-errors"]
     port: str = Field(min_length=1, max_length=64)
@@ -199,7 +226,10 @@ Fault = Annotated[
     | IbFlapping
     | IbPortMissing
     | IbRateDegraded
-    | IbSymbolErrors,
+    | IbSymbolErrors
+    | Sxid
+    | FabricManagerDown
+    | FabricRegistrationFailed,
     Field(discriminator="type"),
 ]
 

@@ -46,6 +46,10 @@ class GpuModel:
     """Least single-node all-reduce bus bandwidth over all GPUs, 16 GiB messages."""
     nccl_inter_floor_gbps_per_nic: float
     """Least inter-node ring all-reduce bus bandwidth per 400G NIC."""
+    nvlink_fabric: bool = False
+    """An NVSwitch board whose GPUs register with an NVLink fabric the fabric manager
+    sets up, and NVML reports that registration (Hopper and later; A100 boards need the
+    fabric manager too, but NVML reports no per-GPU fabric state for them)."""
 
 
 # How the floors follow from the data sheet, so a row can be checked by hand.
@@ -76,7 +80,7 @@ MODELS: dict[str, GpuModel] = {
             slowdown_temp_c=87, tdp_w=700, peak_bf16_tflops=989.4, hbm_peak_gbps=3350,
             gemm_floor_tflops=600, hbm_floor_gbps=2400, pcie_floor_gbps=40,
             nccl_intra_floor_gbps=460, nccl_inter_floor_gbps_per_nic=46,
-            max_sm_clock_mhz=1980,
+            max_sm_clock_mhz=1980, nvlink_fabric=True,
         ),
         # H100 PCIe: 1,513 TFLOPS bf16 with sparsity, 2.0 TB/s HBM2e, 300-350 W.
         GpuModel(
@@ -102,7 +106,7 @@ MODELS: dict[str, GpuModel] = {
             slowdown_temp_c=87, tdp_w=700, peak_bf16_tflops=989.4, hbm_peak_gbps=4800,
             gemm_floor_tflops=600, hbm_floor_gbps=3400, pcie_floor_gbps=40,
             nccl_intra_floor_gbps=431, nccl_inter_floor_gbps_per_nic=46,
-            max_sm_clock_mhz=1980,
+            max_sm_clock_mhz=1980, nvlink_fabric=True,
         ),
         # H200 NVL: 1,671 TFLOPS bf16 with sparsity, 141 GB HBM3e at 4.8 TB/s, up to
         # 600 W, 2- or 4-way NVLink bridge at 900 GB/s.

@@ -39,27 +39,38 @@ class Checker:
         disabled: Collection[str] = (),
         sample_timeout: float = 30.0,
     ) -> None:
+        self.backend = backend
+        self.node = node
+        self.sample_timeout = sample_timeout
+        self.last_sample: NodeSample | None = None
+        self.memory = Memory(counters=CounterHistory(window=datetime.timedelta(0)))
+        self.configure(expect=expect, thresholds=thresholds, disabled=disabled)
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="gpuhealth-sample"
+        )
+
+    def configure(
+        self,
+        *,
+        expect: Expectations | None = None,
+        thresholds: Mapping[str, float] | None = None,
+        disabled: Collection[str] = (),
+    ) -> None:
+        """Set what the checks expect and judge by, at once for the next run (a policy
+        change reaching a running agent). Counter history, throttle timers and latched
+        XIDs are kept: a new threshold judges the same evidence, it does not forget it.
+        Unknown names are refused before anything changes."""
         unknown = sorted(set(disabled) - set(PASSIVE))
         if unknown:
             raise UnknownCheckError(
                 f"unknown check(s) {', '.join(unknown)}; known: {', '.join(PASSIVE)}"
             )
-        self.backend = backend
-        self.node = node
+        values = Thresholds(thresholds)
         self.expect = expect or Expectations()
-        self.thresholds = Thresholds(thresholds)
+        self.thresholds = values
         self.disabled = frozenset(disabled)
-        self.sample_timeout = sample_timeout
-        self.last_sample: NodeSample | None = None
-        self.memory = Memory(
-            counters=CounterHistory(
-                window=datetime.timedelta(seconds=self.thresholds["rate.window_s"]),
-                min_span=datetime.timedelta(seconds=self.thresholds["rate.min_span_s"]),
-            )
-        )
-        self._pool = concurrent.futures.ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="gpuhealth-sample"
-        )
+        self.memory.counters.window = datetime.timedelta(seconds=values["rate.window_s"])
+        self.memory.counters.min_span = datetime.timedelta(seconds=values["rate.min_span_s"])
 
     def _sample(self) -> NodeSample | str:
         future = self._pool.submit(self.backend.sample)

@@ -63,6 +63,11 @@ class GpuSample:
     pcie_max_width: int | None = None
     pcie_replay: int | None = None
     nvlinks: tuple[NvLinkSample, ...] = ()
+    fabric_state: str | None = None
+    """NVLink fabric registration (NVSwitch boards): ``not-started``, ``in-progress``
+    or ``completed``; ``None`` where the GPU has no fabric to join."""
+    fabric_error: str = ""
+    """The error registration completed with; empty for success."""
     mig_enabled: bool | None = None
     persistence_mode: bool | None = None
     vbios_version: str | None = None

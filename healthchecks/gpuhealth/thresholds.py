@@ -38,6 +38,7 @@ DEFAULTS: Mapping[str, Threshold] = MappingProxyType({
     "ib.expected_rate_gbps": Threshold(400, "Gb/s", "rate every InfiniBand/RoCE port must run at"),
     "ib.link_downed_per_hour_fail": Threshold(3, "events/h", "link-down events that mean flapping"),
     "ib.symbol_errors_per_min_warn": Threshold(10, "errors/min", "physical-layer errors to watch"),
+    "fabric.registration_grace_s": Threshold(600, "s", "fabric registration pending: then fatal"),
     "rate.window_s": Threshold(600, "s", "window over which counter rates are computed"),
     "rate.min_span_s": Threshold(120, "s", "least span a rate divides by: a tick is no storm"),
 })

@@ -66,10 +66,12 @@ class Bench:
         print(f"devcluster with {nodes} nodes up in {time.monotonic() - started:.0f}s", flush=True)
         self.api = self.stack.api
         self.core = client.CoreV1Api(self.api)
+        self.checks = {"interval": "30s", "heartbeat": "5m"}
 
     def start(self, *, interval: str = "30s", heartbeat: str = "5m") -> None:
         # One process plays 1,500 agents here: a pod and a token per node would be
         # part of what is measured, so the agents write with admin credentials.
+        self.checks = {"interval": interval, "heartbeat": heartbeat}  # what the policy says
         self.stack.start_sim_agents(
             interval=interval, heartbeat=heartbeat, metrics=False, agent_credentials=False
         )
@@ -87,6 +89,7 @@ class Bench:
                 "spec": {
                     "nodeSelector": {"matchLabels": selector},
                     "validation": {"burnInOnJoin": False},
+                    "checks": self.checks,
                     "remediation": {
                         "ladders": {"fatal": [{"action": "webhook", "timeout": "1h"}]},
                         "webhook": {"url": "http://127.0.0.1:9/none"},

@@ -78,6 +78,7 @@ class Fleet:
             "spec": {
                 "nodeSelector": {"matchLabels": {GROUP_LABEL: self.group}},
                 "validation": {"burnInOnJoin": False, "timeout": "2m"},
+                "checks": {"interval": "2s", "heartbeat": "30s"},
                 **spec,
             },
         }

@@ -6,9 +6,10 @@ import datetime
 from typing import Any
 
 from gpuhealth.report import CheckResult, CheckStatus, FaultClass, RecommendedAction
-from pitcrew.api.gpunode import ChecksStatus, GPUNodeStatus, Phase
+from pitcrew.api.gpunode import AgentChecks, ChecksStatus, GPUNodeStatus, Phase
 from pitcrew.api.policy import GPUHealthPolicySpec
 from pitcrew.api.vocabulary import CORDONED_BY, CORDONED_BY_VALUE
+from pitcrew.core.agent_config import agent_checks
 from pitcrew.core.views import FleetView, NodeState, NodeView, PodView, PolicyView, Taint
 
 T0 = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)
@@ -122,5 +123,9 @@ def fleet(total: int = 10, spares: tuple[str, ...] = (), **phases: int) -> Fleet
     return FleetView(total=total, phases=counts, spares=spares)
 
 
-def state(view: NodeView, node_status: GPUNodeStatus) -> NodeState:
-    return NodeState(node=view, status=node_status)
+def state(
+    view: NodeView, node_status: GPUNodeStatus, *, checks: AgentChecks | None = None
+) -> NodeState:
+    """The node as decided; its agent already runs the default policy's checks unless
+    ``checks`` says what it runs."""
+    return NodeState(node=view, status=node_status, checks=checks or agent_checks(policy(), view))

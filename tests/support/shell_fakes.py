@@ -135,6 +135,14 @@ class FakeCluster:
         written["metadata"]["resourceVersion"] = version()
         return written
 
+    def publish_checks(self, *, node: str, checks: Object) -> Object:
+        self.calls.append(("publish_checks", node))
+        written = copy.deepcopy(self.store.gpunodes.get(node) or gpunode(node, None))
+        written["spec"] = {**(written.get("spec") or {}), "checks": checks}
+        written["metadata"]["resourceVersion"] = version()
+        self.objects.setdefault("gpunode", {})[node] = written
+        return written
+
     def apply_policy_status(self, *, name: str, status: Object) -> Object:
         self.calls.append(("apply_policy_status", name))
         self.policy_statuses.setdefault(name, []).append(status)

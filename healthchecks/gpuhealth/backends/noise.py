@@ -75,7 +75,7 @@ class Noise:
         return self.scale <= 0
 
 
-FIELDS_THAT_FAIL = ("temperature", "power", "ecc", "remap", "pcie", "nvlink", "clocks")
+FIELDS_THAT_FAIL = ("temperature", "power", "ecc", "remap", "pcie", "nvlink", "clocks", "fabric")
 """Reads a transient NVML error may hit; each maps to the check that reports ``error``."""
 
 

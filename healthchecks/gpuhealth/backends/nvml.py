@@ -15,6 +15,7 @@ while their neighbours' events are still delivered.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import datetime
 import functools
 import time
@@ -25,6 +26,7 @@ from typing import Any, TypeVar
 from gpuhealth.backends.base import BackendUnavailableError
 from gpuhealth.errors import GpuhealthError
 from gpuhealth.kernel_log import KMSG, KernelLog
+from gpuhealth.parsers.kmsg import normalize_bus_id
 from gpuhealth.report import FaultClass, GpuIdentity
 from gpuhealth.samples import ClockEvent, GpuSample, NodeSample, NvLinkSample, SxidEvent, XidEvent
 from gpuhealth.sysfs_ib import DEFAULT_ROOT, read_ports
@@ -200,11 +202,32 @@ class NvmlBackend:
             pcie_max_width=read("pcie", lambda: int(nvml.nvmlDeviceGetMaxPcieLinkWidth(handle))),
             pcie_replay=read("pcie", lambda: int(nvml.nvmlDeviceGetPcieReplayCounter(handle))),
             nvlinks=self._nvlinks(handle, read),
+            **self._fabric(handle, read),
             mig_enabled=None if mig is None else bool(mig[0]),
             persistence_mode=None if persistence is None else bool(persistence),
             vbios_version=read("vbios", lambda: _text(nvml.nvmlDeviceGetVbiosVersion(handle))),
             errors=errors,
         )
+
+    def _fabric(self, handle: Any, read: Callable[[str, Callable[[], Any]], Any]) -> dict[str, Any]:
+        """``fabric_state`` and ``fabric_error`` from ``nvmlDeviceGetGpuFabricInfo``;
+        nothing where the GPU joins no fabric (``NOT_SUPPORTED``, or the call is absent
+        from an older driver)."""
+        nvml = self.nvml
+        if not hasattr(nvml, "c_nvmlGpuFabricInfo_t"):
+            return {}
+        info = nvml.c_nvmlGpuFabricInfo_t()
+        if (
+            read("fabric", lambda: nvml.nvmlDeviceGetGpuFabricInfo(handle, ctypes.byref(info)))
+            is None
+        ):
+            return {}
+        state = FABRIC_STATES.get(int(info.state))
+        if state is None:
+            return {}
+        status = int(info.status)
+        error = "" if status == 0 else _text(nvml.nvmlErrorString(status))
+        return {"fabric_state": state, "fabric_error": error}
 
     def _nvlinks(
         self, handle: Any, read: Callable[[str, Callable[[], Any]], Any]
@@ -285,8 +308,12 @@ class NvmlBackend:
         sxids, self._pending_sxids = self._pending_sxids, []
         if self.kernel_log is not None:
             found = self.kernel_log.read()
-            known = {(x.code, x.pci_bus_id) for x in xids}
-            xids.extend(e for e in found.xids if (e.code, e.pci_bus_id) not in known)
+            # NVML says 00000000:18:00.0 where the kernel says 0000:18:00: one event
+            # reported both ways is one event.
+            known = {(x.code, normalize_bus_id(x.pci_bus_id)) for x in xids}
+            xids.extend(
+                e for e in found.xids if (e.code, normalize_bus_id(e.pci_bus_id)) not in known
+            )
             sxids.extend(found.sxids)
             if self.kernel_log.error:
                 errors["xid"] = self.kernel_log.error
@@ -317,6 +344,10 @@ class NvmlBackend:
             self.nvml.nvmlShutdown()
         except self.nvml.NVMLError:
             pass
+
+
+FABRIC_STATES = {1: "not-started", 2: "in-progress", 3: "completed"}
+"""``NVML_GPU_FABRIC_STATE_*``; 0 is ``NOT_SUPPORTED``: no fabric to join."""
 
 
 def _text(value: Any) -> str:

@@ -36,6 +36,7 @@ from gpuhealth.samples import (
     IbPortSample,
     NodeSample,
     NvLinkSample,
+    SxidEvent,
     XidEvent,
 )
 
@@ -180,11 +181,40 @@ class SimBackend:
                 NvLinkSample(link=link, active=link not in down, crc_errors=int(crc.get(link, 0)))
                 for link in range(model.nvlink_links)
             ),
+            fabric_state=self._fabric_state(),
+            fabric_error=next(
+                (x.error for x in self._of(f.FabricRegistrationFailed) if x.gpu in (None, index)),
+                "",
+            ),
             mig_enabled=self._has(f.MigEnabled, index),
             persistence_mode=not self._has(f.PersistenceOff, index),
             vbios_version=HEALTHY_VBIOS,
         )
         return sample if noise.failed_field is None else _failed(sample, noise.failed_field)
+
+    def _fabric_state(self) -> str | None:
+        if not self.model.nvlink_fabric:
+            return None
+        return "not-started" if self._of(f.FabricManagerDown) else "completed"
+
+    def _sxids(self) -> list[SxidEvent]:
+        events = []
+        for fault in self._of(f.Sxid):
+            if fault in self._reported_xids:
+                continue
+            self._reported_xids.add(fault)
+            events.append(
+                SxidEvent(
+                    code=fault.code,
+                    switch=f"nvswitch{fault.switch}",
+                    pci_bus_id=f"0000:{0x05 + fault.switch:02x}:00.0",
+                    severity=fault.severity,
+                    link=fault.link,
+                    message=f"simulated SXid {fault.code}",
+                    time=self.clock(),
+                )
+            )
+        return events
 
     def _xids(self, gpus: dict[int, GpuSample]) -> list[XidEvent]:
         now = self.clock()
@@ -272,6 +302,7 @@ class SimBackend:
             driver_version=driver,
             cuda_version=HEALTHY_CUDA,
             xids=tuple(self._xids(gpus)),
+            sxids=tuple(self._sxids()),
             ib_ports=self._ib_ports(),
         )
 
@@ -293,6 +324,7 @@ _UNREAD: dict[str, dict[str, object]] = {
     ),
     "nvlink": {"nvlinks": ()},
     "clocks": {"clock_events": frozenset(), "sm_clock_mhz": None},
+    "fabric": {"fabric_state": None, "fabric_error": ""},
 }
 """What NVML leaves unread when one of its calls fails: the fields of that call."""
 

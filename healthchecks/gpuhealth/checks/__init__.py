@@ -13,6 +13,7 @@ from types import MappingProxyType
 from gpuhealth.checks.clocks import check_clock_events, check_thermal_margin
 from gpuhealth.checks.context import CheckContext, Expectations, Memory
 from gpuhealth.checks.devices import check_gpu_count, check_lost
+from gpuhealth.checks.fabric import check_fabric
 from gpuhealth.checks.links import check_nvlink, check_pcie
 from gpuhealth.checks.memory import check_ecc, check_retired_pages, check_row_remap
 from gpuhealth.checks.network import check_ib_ports
@@ -36,6 +37,7 @@ PASSIVE: Mapping[str, Check] = MappingProxyType(
         "thermal-margin": check_thermal_margin,
         "pcie": check_pcie,
         "nvlink": check_nvlink,
+        "fabric": check_fabric,
         "versions": check_versions,
         "gpu-modes": check_modes,
         "ib": check_ib_ports,

@@ -23,6 +23,7 @@ from gpuhealth.thresholds import Thresholds
 class Memory:
     counters: CounterHistory
     throttle_since: dict[tuple[int, ClockEvent], datetime.datetime] = field(default_factory=dict)
+    fabric_pending_since: dict[int, datetime.datetime] = field(default_factory=dict)
     app_xids: dict[int | None, deque[tuple[datetime.datetime, int]]] = field(default_factory=dict)
     latched_xids: dict[tuple[int | None, int], CheckResult] = field(default_factory=dict)
     """Fatal and degraded XID findings, kept until :meth:`clear_latched` (after a

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from gpuhealth.thresholds import DEFAULTS as THRESHOLDS
 from pitcrew.api.crdgen import openapi_schema
 from pitcrew.api.meta import Resource
 from pitcrew.api.policy import GPUHealthPolicy
@@ -94,8 +95,28 @@ def _section(model: type[Resource]) -> list[str]:
     return [*rows, ""]
 
 
+def _thresholds() -> list[str]:
+    """The names ``spec.checks.thresholds`` accepts, with their defaults."""
+    lines = [
+        "## Check thresholds",
+        "",
+        "`spec.checks.thresholds` overrides these by name; any other name is refused. The",
+        "operator publishes the policy's checks in each node's `GPUNode.spec.checks`,",
+        "and the agent runs them from its next sweep.",
+        "",
+        "| name | default | unit | meaning |",
+        "| --- | --- | --- | --- |",
+    ]
+    for name, threshold in sorted(THRESHOLDS.items()):
+        lines.append(
+            f"| `{name}` | {threshold.default:g} | {threshold.unit} | {threshold.description} |"
+        )
+    return [*lines, ""]
+
+
 def render() -> str:
     lines = [HEADER]
     for model in (GPUHealthPolicy, ValidationRun):
         lines += _section(model)
+    lines += _thresholds()
     return "\n".join(lines)

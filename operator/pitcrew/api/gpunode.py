@@ -7,6 +7,10 @@ the status by server-side apply, each owning its own fields: the node agent
 (field manager ``pitcrew-agent``) owns ``checks``, ``gpus``, ``gpuCount``,
 ``healthyGpus`` and ``lastHeartbeat``; probe pods (``pitcrew-probe``) own
 ``probe``; the operator (``pitcrew-operator``) owns everything else.
+
+The spec carries what the agent must run (``spec.checks``): the operator
+resolves the node's policy into it, the agent watches its own GPUNode and
+applies a change at its next sweep.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from gpuhealth.report import CheckResult, FaultClass, GpuIdentity
 from pitcrew.api.meta import (
     ApiModel,
     Condition,
+    Duration,
     Resource,
     Timestamp,
     cel,
@@ -44,11 +49,35 @@ class Phase(StrEnum):
     EXCLUDED = "Excluded"
 
 
+class AgentChecks(ApiModel):
+    """The check configuration the node's agent runs, resolved by the operator from the
+    node's policy (so an agent needs no flags and no read access to policies)."""
+
+    policy: str = Field(default="", max_length=253, description="The policy it comes from.")
+    interval: Duration = Field(description="How often the agent runs the passive checks.")
+    heartbeat: Duration = Field(description="Longest time between two agent status writes.")
+    expected_gpus: int | None = Field(
+        default=None, ge=1, le=64, description="GPUs the node must show."
+    )
+    disabled: list[str] = Field(
+        default_factory=list,
+        max_length=64,
+        json_schema_extra={"items": {"type": "string", "maxLength": 63}},
+    )
+    thresholds: dict[str, float] = Field(
+        default_factory=dict, json_schema_extra={"maxProperties": 64}
+    )
+
+
 class GPUNodeSpec(ApiModel):
     node_name: str = Field(
         min_length=1,
         max_length=253,
         description="The Node this record is about (equals metadata.name).",
+    )
+    checks: AgentChecks | None = Field(
+        default=None,
+        description="Written by the operator from the node's policy; the agent runs it.",
     )
 
 

@@ -13,9 +13,11 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import ClassVar
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, field_validator
 
+from gpuhealth.checks import PASSIVE
 from gpuhealth.report import FaultClass
+from gpuhealth.thresholds import DEFAULTS as THRESHOLDS
 from pitcrew.api.meta import (
     ApiModel,
     Condition,
@@ -81,14 +83,41 @@ class ChecksSpec(ApiModel):
     disabled: list[str] = Field(
         default_factory=list,
         max_length=64,
-        description="Names of checks not to run.",
-        json_schema_extra={"items": {"type": "string", "maxLength": 63}},
+        description="Names of passive checks not to run: " + ", ".join(PASSIVE) + ".",
+        json_schema_extra={"items": {"type": "string", "enum": list(PASSIVE)}},
     )
     thresholds: dict[str, float] = Field(
         default_factory=dict,
-        description="Overrides of gpuhealth thresholds, by name.",
-        json_schema_extra={"maxProperties": 64},
+        description="Overrides of gpuhealth thresholds, by name (see Check thresholds).",
+        json_schema_extra={
+            "maxProperties": 64,
+            **validations(
+                cel(
+                    f"self.all(name, name in {sorted(THRESHOLDS)!r})".replace("'", '"'),
+                    "unknown threshold name; valid names: " + ", ".join(sorted(THRESHOLDS)),
+                    reason="FieldValueNotSupported",
+                )
+            ),
+        },
     )
+
+    @field_validator("disabled")
+    @classmethod
+    def _known_checks(cls, names: list[str]) -> list[str]:
+        unknown = sorted(set(names) - set(PASSIVE))
+        if unknown:
+            raise ValueError(f"unknown check(s) {unknown}; valid names: {', '.join(PASSIVE)}")
+        return names
+
+    @field_validator("thresholds")
+    @classmethod
+    def _known_thresholds(cls, values: dict[str, float]) -> dict[str, float]:
+        unknown = sorted(set(values) - set(THRESHOLDS))
+        if unknown:
+            raise ValueError(
+                f"unknown threshold(s) {unknown}; valid names: {', '.join(sorted(THRESHOLDS))}"
+            )
+        return values
 
 
 class PeriodicValidation(ApiModel):

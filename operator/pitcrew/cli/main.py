@@ -295,8 +295,13 @@ def _add_runtime(commands: Commands) -> None:
     agent_cmd = commands.add_parser("agent", help="the node agent (one per GPU node)")
     agent_cmd.add_argument("--node", required=True, help="this node's name (downward API)")
     agent_cmd.add_argument("--kubeconfig", default=None)
-    agent_cmd.add_argument("--interval", type=Duration, default=Duration("30s"))
-    agent_cmd.add_argument("--heartbeat", type=Duration, default=Duration("5m"))
+    until = "until the operator publishes the checks of the node's policy (spec.checks)"
+    agent_cmd.add_argument(
+        "--interval", type=Duration, default=Duration("30s"), help=f"sweep interval {until}"
+    )
+    agent_cmd.add_argument(
+        "--heartbeat", type=Duration, default=Duration("5m"), help=f"heartbeat {until}"
+    )
     agent_cmd.add_argument("--expected-gpus", type=int, default=None)
     agent_cmd.add_argument("--kernel-log", default="/dev/kmsg")
     agent_cmd.add_argument("--metrics-port", type=int, default=9400)

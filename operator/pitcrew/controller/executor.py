@@ -168,6 +168,13 @@ class Executor:
         if isinstance(action, a.Record):
             self._event(node, action.reason, action.message, warning=action.warning)
             return status
+        if isinstance(action, a.PublishChecks):
+            # Configuration, not a remediation: a dry run must see what the policy's
+            # checks would find, so it publishes them too.
+            checks = action.checks.model_dump(mode="json", by_alias=True, exclude_none=True)
+            self.store.put("gpunode", self.cluster.publish_checks(node=node, checks=checks))
+            self._event(node, action.reason, action.message)
+            return status
         if plan.dry_run:
             description = f"{type(action).__name__}: {action.message}"
             self.record_once(node, f"DryRun{action.reason}", f"dry run, would do {description}")

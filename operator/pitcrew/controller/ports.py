@@ -61,6 +61,10 @@ class Cluster(Protocol):
         """Server-side apply a GPUHealthPolicy status; the object."""
         ...
 
+    def publish_checks(self, *, node: str, checks: Object) -> Object:
+        """Server-side apply ``spec.checks`` of a GPUNode (what its agent runs); the object."""
+        ...
+
 
 class EventSink(Protocol):
     def emit(self, ref: Ref, *, reason: str, message: str, warning: bool = False) -> None: ...

@@ -280,7 +280,9 @@ class RoundLoop:
             fleet = fleets.get(policy.name) or self.fleet(policy.name)
             gpunode = self.store.gpunodes.get(name) or {}
             state = NodeState(
-                node=node_view(node, self.store.pods_on(name)), status=self.executor.known(name)
+                node=node_view(node, self.store.pods_on(name)),
+                status=self.executor.known(name),
+                checks=self.store.published_checks(name),
             )
             decision = decide(
                 state=state,

@@ -20,8 +20,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from pitcrew.api.gpunode import GPUNodeStatus, Phase
-from pitcrew.core.convert import UnreadableStatusError, gpunode_status, matches, policy_view
+from pitcrew.api.gpunode import AgentChecks, GPUNodeStatus, Phase
+from pitcrew.core.convert import (
+    UnreadableStatusError,
+    gpunode_status,
+    matches,
+    policy_view,
+    published_checks,
+)
 from pitcrew.core.fleet import Summary, summarize
 from pitcrew.core.views import PolicyView
 
@@ -46,6 +52,7 @@ class Store:
         self._statuses: dict[str, tuple[Any, GPUNodeStatus, Summary, str]] = {}
         self._policies: dict[str, tuple[Any, PolicyView | None, str]] = {}
         self._matched: dict[str, tuple[Any, int, tuple[str, ...]]] = {}
+        self._checks: dict[str, tuple[Any, AgentChecks | None]] = {}
         self._policy_epoch = 0
         """Bumped on any policy change: every node's match is recomputed."""
 
@@ -72,6 +79,17 @@ class Store:
         """The parsed status of GPUNode ``name``, parsed once per resourceVersion.
         Check :meth:`unreadable` first: an unreadable status reads as empty here."""
         return self._parsed(name)[1]
+
+    def published_checks(self, name: str) -> AgentChecks | None:
+        """:func:`~pitcrew.core.convert.published_checks` of GPUNode ``name``, parsed
+        once per resourceVersion."""
+        obj = self.gpunodes.get(name) or {}
+        version = obj.get("metadata", {}).get("resourceVersion")
+        cached = self._checks.get(name)
+        if cached is None or cached[0] != version:
+            cached = (version, published_checks(obj))
+            self._checks[name] = cached
+        return cached[1]
 
     def unreadable(self, name: str) -> str:
         """Why the status of GPUNode ``name`` cannot be parsed; empty when it can."""
@@ -164,6 +182,7 @@ class Store:
                 self._matched.pop(name, None)
             elif kind == "gpunode":
                 self._statuses.pop(name, None)
+                self._checks.pop(name, None)
         elif self._newer(table.get(name), obj):
             table[name] = obj
         return name if kind in ("node", "gpunode") else None

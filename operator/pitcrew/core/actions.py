@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pitcrew.api.gpunode import AgentChecks
 from pitcrew.api.policy import RemediationAction
 from pitcrew.core.views import PodView
 
@@ -100,6 +101,15 @@ class ReleaseSpare:
 
 
 @dataclass(frozen=True)
+class PublishChecks:
+    """Write the check configuration the node's agent must run (``GPUNode.spec.checks``)."""
+
+    checks: AgentChecks
+    reason: str = "ChecksConfigured"
+    message: str = ""
+
+
+@dataclass(frozen=True)
 class Record:
     """Only an Event: a decision taken or refused, with nothing to execute."""
 
@@ -119,5 +129,6 @@ Action = (
     | Remediate
     | ConfirmRepair
     | ReleaseSpare
+    | PublishChecks
     | Record
 )

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from gpuhealth.models import GpuModel, model_for_product
-from pitcrew.api.gpunode import GPUNodeStatus
+from pitcrew.api.gpunode import AgentChecks, GPUNodeStatus
 from pitcrew.api.policy import GPUHealthPolicySpec
 from pitcrew.api.vocabulary import (
     CHECKPOINT_ANNOTATION,
@@ -142,6 +142,16 @@ def gpunode_status(gpunode: dict[str, Any] | None) -> GPUNodeStatus:
             f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors()[:5]
         )
         raise UnreadableStatusError(f"status does not parse: {problems}") from error
+
+
+def published_checks(gpunode: dict[str, Any] | None) -> AgentChecks | None:
+    """The check configuration a GPUNode's spec publishes to its agent; ``None`` when
+    there is none yet, or it does not parse (the operator publishes it again)."""
+    raw = ((gpunode or {}).get("spec") or {}).get("checks")
+    try:
+        return None if raw is None else AgentChecks.model_validate(raw)
+    except ValidationError:
+        return None
 
 
 def policy_view(policy: dict[str, Any]) -> PolicyView:

@@ -63,6 +63,7 @@ from pitcrew.api.vocabulary import (
 )
 from pitcrew.core import actions as a
 from pitcrew.core import safety
+from pitcrew.core.agent_config import agent_checks
 from pitcrew.core.views import FleetView, NodeState, NodeView, PodView, PolicyView
 
 HEARTBEAT_MISSES = 3
@@ -302,6 +303,7 @@ def decide(
     if state.node.opted_out:
         b.go(Phase.EXCLUDED, "OptedOut", "node is labelled pitcrew.dev/managed=false")
         return b.finish()
+    _publish_checks(b)
     if spec.safety.paused:
         b.condition(
             "Paused",
@@ -314,6 +316,16 @@ def decide(
     handler = _PHASES.get(state.status.phase, _pending)
     handler(b)
     return b.finish()
+
+
+def _publish_checks(b: _Builder) -> None:
+    """Publish the policy's checks to the agent when they differ from what it runs."""
+    desired = agent_checks(b.policy, b.state.node)
+    if b.state.checks != desired:
+        message = f"checks of policy {b.policy.name}: every {desired.interval}"
+        if b.state.checks is not None:
+            message += f" (was policy {b.state.checks.policy}, every {b.state.checks.interval})"
+        b.actions.append(a.PublishChecks(desired, message=message))
 
 
 def _watch(b: _Builder) -> None:

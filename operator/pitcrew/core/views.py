@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime
 from dataclasses import dataclass, field
 
-from pitcrew.api.gpunode import GPUNodeStatus, Phase
+from pitcrew.api.gpunode import AgentChecks, GPUNodeStatus, Phase
 from pitcrew.api.policy import GPUHealthPolicySpec
 from pitcrew.api.vocabulary import (
     CORDONED_BY,
@@ -144,7 +144,9 @@ class FleetView:
 
 @dataclass(frozen=True)
 class NodeState:
-    """Everything decided about one node: the Node, its GPUNode status."""
+    """Everything decided about one node: the Node, its GPUNode status, and the check
+    configuration its GPUNode spec publishes to the agent."""
 
     node: NodeView
     status: GPUNodeStatus
+    checks: AgentChecks | None = None

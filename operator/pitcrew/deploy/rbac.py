@@ -17,7 +17,10 @@ operator
 agent
     nodes get: its own Node's annotations (repairs); gpunodes get/create and
     gpunodes/status patch: its report (a ValidatingAdmissionPolicy limits it
-    to its own node's GPUNode); events create.
+    to its own node's GPUNode); gpunodes list/watch: it follows its own
+    GPUNode's ``spec.checks`` (a field selector on its name; RBAC cannot narrow
+    a list to one name for every node's agent, and GPUNodes hold no secrets);
+    events create.
 probe
     gpunodes get, gpunodes/status patch: the validation report.
 remediation
@@ -64,7 +67,7 @@ OPERATOR_NAMESPACE_RULES: list[Rule] = [
 ]
 AGENT_CLUSTER_RULES: list[Rule] = [
     _rule([""], ["nodes"], ["get"]),
-    _rule(["pitcrew.dev"], ["gpunodes"], ["get", "create"]),
+    _rule(["pitcrew.dev"], ["gpunodes"], [*READ, "create"]),
     _rule(["pitcrew.dev"], ["gpunodes/status"], ["patch"]),
     _rule([""], ["events"], ["create"]),
 ]

@@ -78,6 +78,9 @@ class KubeCluster:
     def apply_gpunode_status(self, *, node: str, status: Object) -> Object:
         return gpunodes.apply_status(self.api, node=node, status=status, manager=OPERATOR_MANAGER)
 
+    def publish_checks(self, *, node: str, checks: Object) -> Object:
+        return gpunodes.apply_checks(self.api, node=node, checks=checks, manager=OPERATOR_MANAGER)
+
     def apply_policy_status(self, *, name: str, status: Object) -> Object:
         body = {
             "apiVersion": API_VERSION,

@@ -5,18 +5,24 @@ other: each applies only the fields it owns under its own field manager
 (agent, probe, operator; see :mod:`pitcrew.api.gpunode`), and a field it
 stops sending is removed because it owned it. No read-modify-write, no
 conflicts between the agent's 30-second writes and the operator's decisions.
+The operator also applies ``spec.checks``, the configuration each agent runs
+and follows (:func:`follow`).
 """
 
 from __future__ import annotations
 
+import logging
+import threading
+from collections.abc import Callable
 from typing import Any, cast
 
-from kubernetes import client
+from kubernetes import client, watch
 
 from pitcrew.api.gpunode import GPUNode, GPUNodeStatus
 from pitcrew.api.meta import API_VERSION, GROUP, VERSION
 from pitcrew.kube.client import request, retrying
 
+logger = logging.getLogger(__name__)
 APPLY = "application/apply-patch+yaml"
 AGENT_FIELDS = {"checks", "gpus", "gpu_count", "healthy_gpus", "last_heartbeat"}
 PROBE_FIELDS = {"probe"}
@@ -56,6 +62,69 @@ def status_fields(
         mode="json", by_alias=True, exclude_none=True, include=fields, exclude=exclude
     )
     return dumped
+
+
+def apply_checks(
+    api: client.ApiClient, *, node: str, checks: dict[str, Any], manager: str
+) -> dict[str, Any]:
+    """Apply ``spec.checks`` (the agent's configuration) to GPUNode ``node``."""
+    body = {
+        "apiVersion": API_VERSION,
+        "kind": GPUNode.KIND,
+        "metadata": {"name": node},
+        "spec": {"nodeName": node, "checks": checks},
+    }
+    return retrying(request)(
+        api,
+        "PATCH",
+        f"/apis/{GROUP}/{VERSION}/{GPUNode.PLURAL}/{node}",
+        body=body,
+        content_type=APPLY,
+        query={"fieldManager": manager, "force": "true"},
+    )
+
+
+def follow(
+    api: client.ApiClient,
+    node: str,
+    handler: Callable[[dict[str, Any]], object],
+    *,
+    stop: threading.Event,
+    backoff: float = 5.0,
+) -> None:
+    """Hand every version of GPUNode ``node`` to ``handler``, until ``stop``: a list
+    and a watch of that one object (``metadata.name`` field selector), relisted when
+    the watch ends or fails. This is how an agent learns its checks within moments of
+    a policy change, without polling the apiserver every sweep."""
+    custom = client.CustomObjectsApi(api)
+    selector = f"metadata.name={node}"
+    while not stop.is_set():
+        try:
+            listing = cast(
+                dict[str, Any],
+                custom.list_cluster_custom_object(
+                    GROUP, VERSION, GPUNode.PLURAL, field_selector=selector
+                ),
+            )
+            for item in listing.get("items", []):
+                handler(item)
+            stream = watch.Watch().stream(
+                custom.list_cluster_custom_object,
+                GROUP,
+                VERSION,
+                GPUNode.PLURAL,
+                field_selector=selector,
+                resource_version=listing["metadata"]["resourceVersion"],
+                timeout_seconds=300,
+            )
+            for event in stream:
+                if stop.is_set():
+                    return
+                if event["type"] in ("ADDED", "MODIFIED"):
+                    handler(event["object"])
+        except Exception as error:  # any failure: relist after a pause
+            logger.warning("watch of GPUNode %s interrupted (%s); relisting", node, error)
+            stop.wait(backoff)
 
 
 def apply_status(

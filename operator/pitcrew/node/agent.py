@@ -21,6 +21,7 @@ simulated agents (:mod:`pitcrew.sim.agents`).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import logging
@@ -34,12 +35,13 @@ from prometheus_client import Counter, Gauge, start_http_server
 
 from gpuhealth.backends.sim import SimBackend
 from gpuhealth.checks import Expectations
+from gpuhealth.errors import GpuhealthError
 from gpuhealth.models import GpuModel, get_model
 from gpuhealth.report import CheckResult, CheckStatus, Report
 from gpuhealth.runner import Checker
-from pitcrew.api.gpunode import ChecksStatus, GPUNodeStatus, GpuStatus
+from pitcrew.api.gpunode import AgentChecks, ChecksStatus, GPUNodeStatus, GpuStatus
 from pitcrew.api.vocabulary import AGENT_MANAGER, LAST_REMEDIATION
-from pitcrew.core.convert import gpu_capacity, gpu_model
+from pitcrew.core.convert import gpu_capacity, gpu_model, published_checks
 from pitcrew.kube import gpunodes
 from pitcrew.kube.client import api_client, to_dict
 from pitcrew.node.findings import Verdicts, fingerprint, verdicts
@@ -101,11 +103,18 @@ class AgentCore:
         node_uid: str,
         checker: Checker,
         heartbeat: datetime.timedelta,
+        interval: datetime.timedelta = datetime.timedelta(seconds=30),
         clock: Clock = utc_now,
     ) -> None:
         self.api, self.node, self.node_uid = api, node, node_uid
         self.checker = checker
         self.heartbeat = heartbeat
+        self.interval = interval
+        """Until the operator publishes the policy's checks, the command line's."""
+        self.expect = checker.expect
+        """What the node itself says it should look like (model, ports); the policy's
+        expected GPU count overrides the count."""
+        self.checks: AgentChecks | None = None
         self.clock = clock
         self.last_fingerprint: str | None = None
         self.verdicts: Verdicts = {}
@@ -114,6 +123,27 @@ class AgentCore:
         self.remediation_key: str | None = None
         self._exported_checks: set[str] = set()
         self.lock = threading.Lock()
+
+    def configure(self, checks: AgentChecks) -> bool:
+        """Run the checks the operator published (``GPUNode.spec.checks``) from the next
+        sweep on; True if they changed. A configuration this agent cannot run (a check
+        name from a newer operator) is refused whole, and the one it has stays."""
+        with self.lock:
+            if checks == self.checks:
+                return False
+            gpus = checks.expected_gpus or self.expect.gpus
+            try:
+                self.checker.configure(
+                    expect=dataclasses.replace(self.expect, gpus=gpus),
+                    thresholds=checks.thresholds,
+                    disabled=checks.disabled,
+                )
+            except GpuhealthError as error:
+                logger.error("checks of policy %s refused: %s", checks.policy, error)
+                return False
+            self.interval, self.heartbeat, self.checks = checks.interval, checks.heartbeat, checks
+            logger.info("running the checks of policy %s every %s", checks.policy, checks.interval)
+            return True
 
     def note_remediation(self, annotations: dict[str, str]) -> bool:
         """Forget latched findings after a confirmed repair (the operator writes
@@ -221,12 +251,12 @@ class XidWaiter(Protocol):
 def run_agent(
     core: AgentCore,
     *,
-    interval: datetime.timedelta,
     stop: threading.Event,
     waiter: XidWaiter | None = None,
     node_annotations: Callable[[], dict[str, Any]] | None = None,
 ) -> None:
-    """The real agent's loop: sweep every interval, and at once on a critical XID."""
+    """The real agent's loop: sweep every interval (the policy's, once the operator
+    published it), and at once on a critical XID."""
     while not stop.is_set():
         try:
             if node_annotations is not None:
@@ -234,7 +264,7 @@ def run_agent(
             core.tick()
         except Exception:
             logger.exception("agent sweep failed; retrying at the next interval")
-        deadline = core.clock() + interval
+        deadline = core.clock() + core.interval
         while not stop.is_set():
             remaining = (deadline - core.clock()).total_seconds()
             if remaining <= 0:
@@ -278,13 +308,24 @@ def main(
 
         backend = NvmlBackend(kernel_log=Path(kernel_log) if kernel_log else None)
     checker = Checker(backend=backend, node=node, expect=Expectations(gpus=expected_gpus))
-    core = AgentCore(api=api, node=node, node_uid=uid, checker=checker, heartbeat=heartbeat)
+    core = AgentCore(
+        api=api, node=node, node_uid=uid, checker=checker, heartbeat=heartbeat, interval=interval
+    )
     if metrics_port:
         start_http_server(metrics_port)
+    stop = threading.Event()
+
+    def configure(gpunode: dict[str, Any]) -> None:
+        checks = published_checks(gpunode)
+        if checks is not None:
+            core.configure(checks)
+
+    threading.Thread(
+        target=gpunodes.follow, args=(api, node, configure), kwargs={"stop": stop}, daemon=True
+    ).start()
     run_agent(
         core,
-        interval=interval,
-        stop=threading.Event(),
+        stop=stop,
         waiter=None if simulated else backend,
         node_annotations=annotations,
     )

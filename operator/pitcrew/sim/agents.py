@@ -17,6 +17,9 @@ the GPUNode writes is the production code path; only the GPUs are simulated.
   active suite runs on the simulated backend and the report is written to
   ``GPUNode.status.probe`` (field manager ``pitcrew-probe``); kwok then
   completes the pod.
+- **Checks** are those the operator publishes in each GPUNode's
+  ``spec.checks`` (interval, heartbeat, thresholds, disabled checks, expected
+  GPUs), as for a real agent; ``--interval``/``--heartbeat`` hold until then.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from gpuhealth.backends.sim import SimBackend
 from gpuhealth.checks import Expectations
 from gpuhealth.faults import FaultListError, parse_faults
 from gpuhealth.runner import Checker
-from pitcrew.api.gpunode import ChecksStatus
+from pitcrew.api.gpunode import AgentChecks, ChecksStatus
 from pitcrew.api.meta import GROUP, VERSION
 from pitcrew.api.vocabulary import (
     FAULTS_ANNOTATION,
@@ -54,7 +57,7 @@ from pitcrew.api.vocabulary import (
     SIMULATED_LABEL,
     SUITE_LABEL,
 )
-from pitcrew.core.convert import gpu_capacity, termination_message
+from pitcrew.core.convert import gpu_capacity, published_checks, termination_message
 from pitcrew.core.validation import PAIR_NICS
 from pitcrew.kube import gpunodes
 from pitcrew.kube.client import retrying
@@ -68,6 +71,8 @@ PROBE_SUITES = {"quick": "quick", "standard": "full", "burn-in": "full"}
 REBOOTING_ACTIONS = frozenset({"reboot", "reimage", "webhook", "cluster-api"})
 """Rungs whose repair reboots (or reprovisions) the machine."""
 SIM_BOOT_SECONDS = 2.0
+SCHEDULE_S = 0.5
+"""How often the loop looks for agents whose interval (their policy's) has passed."""
 
 
 AGENT_POD_LABEL = "sim.pitcrew.dev/agent"
@@ -122,7 +127,12 @@ class AgentPods:
 
 class SimNode:
     def __init__(
-        self, api: client.ApiClient, node: dict[str, Any], *, heartbeat: datetime.timedelta
+        self,
+        api: client.ApiClient,
+        node: dict[str, Any],
+        *,
+        heartbeat: datetime.timedelta,
+        interval: datetime.timedelta,
     ) -> None:
         meta = node["metadata"]
         self.name = meta["name"]
@@ -139,7 +149,10 @@ class SimNode:
             node_uid=meta.get("uid", ""),
             checker=self.checker,
             heartbeat=heartbeat,
+            interval=interval,
         )
+        self.swept = 0.0
+        """``time.monotonic()`` of the last periodic sweep."""
         self.faults_text: str | None = None
         self.probed: set[str] = set()
 
@@ -172,6 +185,8 @@ class SimAgents:
         # periodic sweep of the whole fleet (a real agent has no such queue).
         self.urgent = ThreadPoolExecutor(max_workers=8, thread_name_prefix="sim-urgent")
         self.stop = threading.Event()
+        self.published: dict[str, AgentChecks] = {}
+        """Checks published for nodes whose simulated agent does not exist yet."""
         self.pairs_answered: set[str] = set()
         self.rebooted: set[tuple[str, int]] = set()
         """``RemediationStarted`` Events (uid, count) the simulated machines acted on."""
@@ -188,7 +203,12 @@ class SimAgents:
         with self.lock:
             sim = self.nodes.get(name)
             if sim is None:
-                sim = self.nodes[name] = SimNode(self.api, node, heartbeat=self.heartbeat)
+                sim = self.nodes[name] = SimNode(
+                    self.api, node, heartbeat=self.heartbeat, interval=self.interval
+                )
+                published = self.published.pop(name, None)
+                if published is not None:
+                    sim.core.configure(published)
         if not ((node.get("status") or {}).get("nodeInfo") or {}).get("bootID"):
             self.urgent.submit(self._boot, name)  # the kubelet reports its boot ID
         annotations = node["metadata"].get("annotations") or {}
@@ -210,6 +230,19 @@ class SimAgents:
             urgent = True
         if urgent:
             self.urgent.submit(self._tick, sim)
+
+    def on_gpunode(self, gpunode: dict[str, Any], *, deleted: bool = False) -> None:
+        """The operator published the checks this node's agent must run."""
+        checks = None if deleted else published_checks(gpunode)
+        if checks is None:
+            return
+        name = gpunode["metadata"]["name"]
+        with self.lock:
+            sim = self.nodes.get(name)
+            if sim is None:
+                self.published[name] = checks
+                return
+        sim.core.configure(checks)
 
     def _boot(self, node: str) -> None:
         """The machine (re)booted: its kubelet reports a new boot ID."""
@@ -373,6 +406,11 @@ class SimAgents:
                 logger.warning("watch %s interrupted (%s); restarting", list_fn.__name__, error)
                 self.stop.wait(1.0)
 
+    def _list_gpunodes(self, **kwargs: Any) -> Any:
+        return client.CustomObjectsApi(self.api).list_cluster_custom_object(
+            GROUP, VERSION, "gpunodes", **kwargs
+        )
+
     def _on_pod(self, pod: dict[str, Any], *, deleted: bool) -> None:
         if not deleted:
             self.on_probe_pod(pod)
@@ -393,6 +431,11 @@ class SimAgents:
                 target=self._watch,
                 args=(self.core.list_pod_for_all_namespaces, self._on_pod),
                 kwargs={"label_selector": f"{PROBE_LABEL}=true"},
+                daemon=True,
+            ),
+            threading.Thread(
+                target=self._watch,
+                args=(self._list_gpunodes, self.on_gpunode),
                 daemon=True,
             ),
             threading.Thread(
@@ -420,10 +463,15 @@ class SimAgents:
         for thread in threads:
             thread.start()
         while not self.stop.is_set():
-            started = time.monotonic()
+            now = time.monotonic()
             with self.lock:
-                sims = list(self.nodes.values())
-            random.shuffle(sims)
-            for sim in sims:
+                due = [
+                    s
+                    for s in self.nodes.values()
+                    if now - s.swept >= s.core.interval.total_seconds()
+                ]
+            random.shuffle(due)
+            for sim in due:
+                sim.swept = now
                 self.pool.submit(self._tick, sim)
-            self.stop.wait(max(0.0, self.interval.total_seconds() - (time.monotonic() - started)))
+            self.stop.wait(SCHEDULE_S)

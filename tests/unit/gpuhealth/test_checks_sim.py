@@ -62,7 +62,7 @@ def findings(report: Report) -> set[tuple[str, int | None, CheckStatus, FaultCla
     return {
         (c.name, c.gpu, c.status, c.fault_class)
         for c in report.checks
-        if c.status is not CheckStatus.PASS
+        if c.status not in (CheckStatus.PASS, CheckStatus.SKIPPED)
     }
 
 
@@ -163,6 +163,11 @@ CASES = {
     "pcie replays": (
         '[{"type": "pcie-replay-storm", "gpu": 2, "per_minute": 500}]',
         ("pcie", 2, WARN, WATCH),
+    ),
+    "fatal sxid": ('[{"type": "sxid", "code": 12020, "switch": 2}]', ("sxid", None, FAIL, FATAL)),
+    "fabric registration failed": (
+        '[{"type": "fabric-registration-failed", "gpu": 0}]',
+        ("fabric", 0, FAIL, FATAL),
     ),
     "mig on": ('[{"type": "mig-enabled", "gpu": 0}]', ("gpu-modes", 0, WARN, WATCH)),
     "persistence off": ('[{"type": "persistence-off", "gpu": 7}]', ("gpu-modes", 7, WARN, WATCH)),

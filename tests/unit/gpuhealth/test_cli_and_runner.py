@@ -96,8 +96,13 @@ def test_bad_scenario_exits_two_naming_the_entry(
 
 
 def test_parse_subcommands(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["parse", "nccl-tests", str(DATA / "nccl_allreduce_8xh100.txt"), "--json"]) == 0
+    one_node = str(DATA / "nccl_allreduce_8xh100.txt")
+    # 457.59 GB/s on one 8-GPU H100 host: under the in-node floor (460), so a failure,
+    assert main(["parse", "nccl-tests", one_node, "--json"]) == 1
     assert json.loads(capsys.readouterr().out)["peakBusbwGBps"] == pytest.approx(457.59)
+    # unless the operator of the fleet set its own floor.
+    assert main(["parse", "nccl-tests", one_node, "--floor", "450"]) == 0
+    capsys.readouterr()
     assert main(["parse", "dcgm-diag", str(DATA / "dcgmi_diag_r3.json"), "--json"]) == 1
     capsys.readouterr()
     assert main(["parse", "kmsg", str(DATA / "dmesg_xid.txt"), "--json"]) == 1

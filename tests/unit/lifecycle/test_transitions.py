@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 
 from lifecycle_data import (
@@ -424,3 +425,27 @@ def test_phase_changes_are_recorded_in_history() -> None:
     assert [(h.from_phase, h.to_phase) for h in decision.status.history] == [
         (Phase.HEALTHY, Phase.SUSPECT)
     ]
+
+
+def test_the_policys_checks_are_published_to_the_agent_when_they_differ() -> None:
+    tuned = policy(checks={"interval": "10s", "thresholds": {"ib.expected_rate_gbps": 800}})
+    healthy = dataclasses.replace(node(), gpus=8)
+    decision = decide(
+        state=state(healthy, status(Phase.HEALTHY)), policy=tuned, fleet=fleet(), now=T0
+    )
+    published = [x for x in decision.actions if isinstance(x, a.PublishChecks)]
+    assert len(published) == 1
+    checks = published[0].checks
+    assert (checks.policy, checks.interval, checks.expected_gpus) == (
+        "fleet",
+        datetime.timedelta(seconds=10),
+        8,  # the node's capacity, as the policy names no count
+    )
+    assert checks.thresholds == {"ib.expected_rate_gbps": 800}
+    again = decide(
+        state=state(healthy, status(Phase.HEALTHY), checks=checks),
+        policy=tuned,
+        fleet=fleet(),
+        now=T0,
+    )
+    assert not any(isinstance(x, a.PublishChecks) for x in again.actions)

@@ -12,6 +12,7 @@ from gpuhealth.checks import Expectations
 from gpuhealth.models import get_model
 from gpuhealth.report import CheckResult, CheckStatus
 from gpuhealth.runner import Checker
+from pitcrew.api.gpunode import AgentChecks
 from pitcrew.api.vocabulary import LAST_REMEDIATION
 from pitcrew.node.agent import AgentCore, agent_status
 from pitcrew.node.findings import fingerprint, verdicts
@@ -127,3 +128,39 @@ def test_a_failing_check_gauge_goes_back_to_zero_when_the_check_stops_failing() 
         REGISTRY.get_sample_value("pitcrew_agent_failing_checks", {"node": "n0", "check": "ecc"})
         == 0
     )
+
+
+def published(**fields: object) -> AgentChecks:
+    return AgentChecks.model_validate({"interval": "10s", "heartbeat": "1m", **fields})
+
+
+def failing(agent: AgentCore) -> set[tuple[str, int | None, str]]:
+    report = agent.checker.run()
+    return {(c.name, c.gpu, c.fault_class.value) for c in report.checks if c.status is FAIL}
+
+
+FAIL = CheckStatus.FAIL
+
+
+def test_the_published_checks_are_what_the_agent_runs_from_the_next_sweep() -> None:
+    agent = core()
+    assert failing(agent) == set()
+    assert agent.configure(published(thresholds={"ib.expected_rate_gbps": 800}))
+    assert (agent.interval, agent.heartbeat) == (
+        datetime.timedelta(seconds=10),
+        datetime.timedelta(minutes=1),
+    )
+    assert ("ib", None, "degraded") in failing(agent)  # 400 Gb/s ports now fall short
+    agent.configure(published(thresholds={"ib.expected_rate_gbps": 800}, disabled=["ib"]))
+    assert failing(agent) == set()
+    agent.configure(published(expectedGpus=9))
+    assert failing(agent) == {("gpu-count", None, "fatal")}
+    assert not agent.configure(published(expectedGpus=9))  # the same: nothing to do
+
+
+def test_checks_an_agent_cannot_run_are_refused_whole() -> None:
+    agent = core()
+    agent.configure(published(expectedGpus=9))
+    assert not agent.configure(published(disabled=["from-a-newer-operator"]))
+    assert failing(agent) == {("gpu-count", None, "fatal")}  # the last good one stays
+    assert agent.interval == datetime.timedelta(seconds=10)
