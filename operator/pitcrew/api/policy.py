@@ -95,7 +95,7 @@ class ChecksSpec(ApiModel):
                 cel(
                     f"self.all(name, name in {sorted(THRESHOLDS)!r})".replace("'", '"'),
                     "unknown threshold name; valid names: " + ", ".join(sorted(THRESHOLDS)),
-                    reason="FieldValueNotSupported",
+                    reason="FieldValueInvalid",
                 )
             ),
         },

@@ -44,6 +44,14 @@ INVALID_POLICIES = {
         with_spec(VALID_POLICY, safety={"maxUnhealthy": "150%"}),
         "maxUnhealthy must be a non-negative number of nodes or a percentage like '10%'",
     ),
+    "unknown threshold": (
+        with_spec(VALID_POLICY, checks={"thresholds": {"ecc.sbe_per_hour": 10}}),
+        "unknown threshold name; valid names: clocks.hw_slowdown_grace_s, ecc.dbe_max,",
+    ),
+    "unknown check": (
+        with_spec(VALID_POLICY, checks={"disabled": ["nvlinks"]}),
+        'Unsupported value: "nvlinks": supported values: "gpu-count", "gpu-lost", "xid"',
+    ),
     "empty selector": (
         with_spec(VALID_POLICY, nodeSelector={}),
         "an empty selector would match every node in the cluster",
