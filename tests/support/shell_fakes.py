@@ -296,7 +296,7 @@ class Shell:
             cluster=self.cluster,
             store=self.store,
             events=self.events,
-            goodput=lambda pool, now: {},
+            goodput=lambda pool, windows, now: [{"window": str(w)} for w in windows],
         )
         self.rounds = RoundLoop(
             store=self.store,

@@ -311,11 +311,26 @@ class SparesSpec(ApiModel):
 
 
 class GoodputSpec(ApiModel):
-    target: float = Field(default=0.96, gt=0, le=1, description="Goodput ratio alerts compare to.")
-    windows: list[str] = Field(
-        default_factory=lambda: ["1h", "24h"],
+    target: float = Field(
+        default=0.96,
+        gt=0,
+        le=1,
+        description="Fleet goodput the pool should keep: exported as "
+        "pitcrew_goodput_target_ratio{pool}, which the shipped alert compares goodput to.",
+    )
+    windows: list[Duration] = Field(
+        default_factory=lambda: [Duration("1h"), Duration("24h")],
+        min_length=1,
         max_length=8,
-        json_schema_extra={"items": {"type": "string", "maxLength": 32}},
+        description="Windows the policy status reports fleet goodput over (the first is the "
+        "Goodput printer column).",
+        json_schema_extra=validations(
+            cel(
+                "self.all(w, duration(w) >= duration('1m') && duration(w) <= duration('24h'))",
+                "each goodput window must be between 1m and 24h: the operator keeps one day "
+                "of per-minute history",
+            )
+        ),
     )
 
 
@@ -335,11 +350,19 @@ class BreakerStatus(ApiModel):
     message: str = Field(default="", max_length=1024)
 
 
-class GoodputStatus(ApiModel):
-    """Share of the pool's GPU time on nodes in service (Healthy or Spare)."""
+class WindowGoodput(ApiModel):
+    window: str = Field(max_length=32)
+    ratio: float | None = Field(
+        default=None, ge=0, le=1, description="Null until the window holds any GPU time."
+    )
 
-    last_hour: float | None = Field(default=None, ge=0, le=1)
-    last_day: float | None = Field(default=None, ge=0, le=1)
+
+class GoodputStatus(ApiModel):
+    """Share of the pool's GPU time on nodes in service (Healthy or Spare), per window
+    of ``spec.goodput.windows``, beside the target it is held to."""
+
+    target: float | None = Field(default=None, gt=0, le=1)
+    windows: list[WindowGoodput] = Field(default_factory=list, max_length=8)
 
 
 class GPUHealthPolicyStatus(ApiModel):
@@ -365,7 +388,7 @@ class GPUHealthPolicy(Resource):
         {"name": "Nodes", "type": "integer", "jsonPath": ".status.nodes"},
         {"name": "Unhealthy", "type": "integer", "jsonPath": ".status.unhealthy"},
         {"name": "Breaker", "type": "boolean", "jsonPath": ".status.breaker.open"},
-        {"name": "Goodput-1h", "type": "number", "jsonPath": ".status.goodput.lastHour"},
+        {"name": "Goodput", "type": "number", "jsonPath": ".status.goodput.windows[0].ratio"},
         {"name": "DryRun", "type": "boolean", "jsonPath": ".spec.safety.dryRun"},
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     ]

@@ -1,7 +1,7 @@
 """``pitcrew status``: the fleet at a glance, from the cluster's own objects.
 
 Everything comes from GPUHealthPolicy and GPUNode status (the operator keeps
-the last hour's and day's goodput in the policy status), so it works on any
+the goodput of each of the policy's windows in its status), so it works on any
 cluster Pitcrew runs in, with or without Prometheus. :func:`build` is pure;
 the CLI lists the objects and prints the table or JSON.
 """
@@ -49,8 +49,8 @@ def build(
                 "breakerMessage": (status.get("breaker") or {}).get("message", ""),
                 "dryRun": bool((spec.get("safety") or {}).get("dryRun")),
                 "paused": bool((spec.get("safety") or {}).get("paused")),
-                "goodputLastHour": (status.get("goodput") or {}).get("lastHour"),
-                "goodputLastDay": (status.get("goodput") or {}).get("lastDay"),
+                "goodput": (status.get("goodput") or {}).get("windows", []),
+                "goodputTarget": (status.get("goodput") or {}).get("target"),
             }
         )
     unhealthy = []
@@ -92,9 +92,21 @@ def _percent(value: float | None) -> str:
     return "-" if value is None else f"{value * 100:.1f}%"
 
 
+def _goodput(windows: list[dict[str, Any]], target: float | None) -> str:
+    """``1h 97.0%, 24h 95.5% (96.0%)``: each window, then the target; a window below
+    the target is marked."""
+    parts = []
+    for window in windows:
+        ratio = window.get("ratio")
+        low = ratio is not None and target is not None and ratio < target
+        parts.append(f"{window.get('window')} {_percent(ratio)}{' LOW' if low else ''}")
+    text = ", ".join(parts) or "-"
+    return f"{text} ({_percent(target)})" if target is not None else text
+
+
 def render(report: dict[str, Any], console: Console) -> None:
     pools = Table(title="Pools", title_justify="left")
-    for column in ("pool", "nodes", "unhealthy", "phases", "breaker", "goodput 1h", "goodput 1d"):
+    for column in ("pool", "nodes", "unhealthy", "phases", "breaker", "goodput (target)"):
         pools.add_column(column)
     for pool in report["pools"]:
         phases = ", ".join(f"{k} {v}" for k, v in sorted(pool["phases"].items()))
@@ -109,8 +121,7 @@ def render(report: dict[str, Any], console: Console) -> None:
             str(pool["unhealthy"]),
             phases,
             breaker,
-            _percent(pool["goodputLastHour"]),
-            _percent(pool["goodputLastDay"]),
+            _goodput(pool["goodput"], pool["goodputTarget"]),
         )
     nodes = Table(title="Nodes out of service", title_justify="left")
     for column in ("node", "pool", "phase", "for", "reason", "message"):

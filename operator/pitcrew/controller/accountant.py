@@ -5,16 +5,18 @@ GPU count go to the :class:`~pitcrew.core.fleet_ledger.FleetLedger`, each
 training job's pods, their nodes and rank 0's progress annotation to a
 :class:`~pitcrew.core.job_ledger.JobLedger`; what the ledgers return is added to
 the Prometheus counters. The same fleet ledger answers the policy status's
-last-hour and last-day goodput.
+goodput over each of the policy's windows.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime
+from collections.abc import Sequence
 from typing import Any
 
 from pitcrew.api.gpunode import Phase
+from pitcrew.api.meta import Duration
 from pitcrew.api.vocabulary import (
     JOB_LABEL,
     JOB_SIZE_LABEL,
@@ -41,13 +43,19 @@ class Accountant:
         out_of_service = self._fleet(now)
         self._jobs(now, out_of_service)
 
-    def goodput(self, pool: str, now: datetime.datetime) -> dict[str, float]:
-        found = {
-            "lastHour": self.fleet.goodput(pool, window=datetime.timedelta(hours=1), now=now),
-            "lastDay": self.fleet.goodput(pool, window=datetime.timedelta(days=1), now=now),
-        }
-        # Three decimals (0.1 %): finer would rewrite the policy status on every tick.
-        return {k: round(v, 3) for k, v in found.items() if v is not None}
+    def goodput(
+        self, pool: str, windows: Sequence[Duration], now: datetime.datetime
+    ) -> list[dict[str, Any]]:
+        """The pool's fleet goodput over each window, in the policy's order."""
+        found = []
+        for window in windows:
+            ratio = self.fleet.goodput(pool, window=window, now=now)
+            entry: dict[str, Any] = {"window": str(window)}
+            if ratio is not None:
+                # Three decimals (0.1 %): finer would rewrite the policy status every tick.
+                entry["ratio"] = round(ratio, 3)
+            found.append(entry)
+        return found
 
     def _fleet(self, now: datetime.datetime) -> frozenset[str]:
         """Account GPU time; returns the nodes out of service."""

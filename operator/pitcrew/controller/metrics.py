@@ -74,6 +74,11 @@ EVICTIONS = Counter(
 BREAKER_OPEN = Gauge(
     "pitcrew_circuit_breaker_open", "1 while the policy's circuit breaker refuses nodes.", ["pool"]
 )
+GOODPUT_TARGET = Gauge(
+    "pitcrew_goodput_target_ratio",
+    "The fleet goodput the policy holds the pool to (spec.goodput.target).",
+    ["pool"],
+)
 LEADER = Gauge("pitcrew_leader", "1 in the operator instance that holds the Lease.")
 RECONCILE_ERRORS = Counter(
     "pitcrew_reconcile_errors_total", "Decisions or rounds that failed and were retried."

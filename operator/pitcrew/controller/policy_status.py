@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import datetime
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from pitcrew.api.meta import API_VERSION
+from pitcrew.api.meta import API_VERSION, Duration
 from pitcrew.api.policy import GPUHealthPolicy
 from pitcrew.api.vocabulary import UNHEALTHY
 from pitcrew.controller import metrics
@@ -34,8 +34,8 @@ def utc_now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
 
-Goodput = Callable[[str, datetime.datetime], dict[str, float]]
-"""Last hour's and day's goodput of a pool (the accountant's ledger)."""
+Goodput = Callable[[str, Sequence[Duration], datetime.datetime], list[dict[str, Any]]]
+"""A pool's fleet goodput over each window (the accountant's ledger)."""
 
 
 def breaker_fields(breaker: Breaker) -> dict[str, Any]:
@@ -124,13 +124,17 @@ class PolicyStatusWriter:
         current = Breaker(view.breaker_open, view.breaker_since, "", view.cooldown_until)
         breaker, transition = next_breaker(current, fleet=fleet, safety=view.spec.safety, now=now)
         metrics.BREAKER_OPEN.labels(name).set(1 if breaker.open else 0)
+        metrics.GOODPUT_TARGET.labels(name).set(view.spec.goodput.target)
         status: dict[str, Any] = {
             "observedGeneration": policy["metadata"].get("generation", 1),
             "nodes": fleet.total,
             "unhealthy": fleet.count(*UNHEALTHY),
             "phases": {str(k): v for k, v in sorted(fleet.phases.items()) if v},
             "breaker": breaker_fields(breaker),
-            "goodput": self.goodput(name, now),
+            "goodput": {
+                "target": view.spec.goodput.target,
+                "windows": self.goodput(name, view.spec.goodput.windows, now),
+            },
         }
         if breaker.cooldown_until:
             status["cooldownUntil"] = breaker.cooldown_until.isoformat()

@@ -52,6 +52,10 @@ INVALID_POLICIES = {
         with_spec(VALID_POLICY, checks={"disabled": ["nvlinks"]}),
         'Unsupported value: "nvlinks": supported values: "gpu-count", "gpu-lost", "xid"',
     ),
+    "goodput window past a day": (
+        with_spec(VALID_POLICY, goodput={"windows": ["1h", "7d"]}),
+        "each goodput window must be between 1m and 24h",
+    ),
     "empty selector": (
         with_spec(VALID_POLICY, nodeSelector={}),
         "an empty selector would match every node in the cluster",

@@ -105,5 +105,8 @@ def test_goodput_after_a_fault_and_every_dashboard_query_returns_data(
     report = json.loads(shown.stdout)
     pool = next(p for p in report["pools"] if p["pool"] == fleet.group)
     assert pool["unhealthy"] == 1
-    assert 0 < pool["goodputLastHour"] < 1
+    assert pool["goodputTarget"] == 0.96
+    first, day = pool["goodput"]
+    assert (first["window"], day["window"]) == ("1h", "24h")
+    assert 0 < first["ratio"] < 1
     assert fleet.nodes[0] in [n["node"] for n in report["unhealthy"]]

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import datetime
+from collections.abc import Sequence
+from typing import Any
 
 from lifecycle_data import T0
+from prometheus_client import REGISTRY
 from shell_fakes import Shell, healthy_status, policy_object
 
 from pitcrew.api.gpunode import Phase
+from pitcrew.api.meta import Duration
 from pitcrew.core.views import FleetView
 
 POLICY = policy_object(safety={"maxUnhealthy": 1, "stormCooldown": "10m"})
@@ -70,3 +74,24 @@ def test_a_deleted_policy_is_not_written() -> None:
     shell.store.put("policy", shell.store.policies["fleet"], deleted=True)
     shell.policy_status.write("fleet", FleetView(total=0, phases={}), T0)
     assert shell.cluster.calls == []
+
+
+def test_goodput_is_reported_per_window_against_the_target_and_exported() -> None:
+    policy = policy_object(goodput={"target": 0.99, "windows": ["15m", "6h"]})
+    shell = Shell(nodes={"n0": healthy_status()}, policy=policy)
+    asked: list[tuple[str, list[str]]] = []
+
+    def goodput(pool: str, windows: Sequence[Duration], now: datetime.datetime) -> Any:
+        asked.append((pool, [str(w) for w in windows]))
+        return [{"window": "15m", "ratio": 0.995}, {"window": "6h", "ratio": 0.97}]
+
+    shell.policy_status.goodput = goodput
+    shell.policy_status.write("fleet", FleetView(total=1, phases={Phase.HEALTHY: 1}), T0)
+    assert asked == [("fleet", ["15m", "6h"])]
+    written = shell.cluster.policy_statuses["fleet"][-1]["goodput"]
+    assert written == {
+        "target": 0.99,
+        "windows": [{"window": "15m", "ratio": 0.995}, {"window": "6h", "ratio": 0.97}],
+    }
+    target = REGISTRY.get_sample_value("pitcrew_goodput_target_ratio", {"pool": "fleet"})
+    assert target == 0.99

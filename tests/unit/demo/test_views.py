@@ -51,7 +51,13 @@ def test_status_lists_pools_and_nodes_out_of_service() -> None:
                 "unhealthy": 1,
                 "phases": {"Healthy": 2, "Draining": 1},
                 "breaker": {"open": False},
-                "goodput": {"lastHour": 0.97, "lastDay": 0.955},
+                "goodput": {
+                    "target": 0.96,
+                    "windows": [
+                        {"window": "1h", "ratio": 0.97},
+                        {"window": "24h", "ratio": 0.955},
+                    ],
+                },
             },
         }
     ]
@@ -80,8 +86,7 @@ def test_status_lists_pools_and_nodes_out_of_service() -> None:
     console = Console(width=160, record=True)
     fleet_status.render(report, console)
     table = console.export_text()
-    assert "97.0%" in table
-    assert "95.5%" in table
+    assert "1h 97.0%, 24h 95.5% LOW (96.0%)" in table
     assert "closed (dry run)" in table
     assert "XidFatal" in table
 
