@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import logging
 import os
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -71,6 +72,7 @@ class Recorder:
 
 def simulate(names: list[str], hours: float, interval: float, heartbeat: float) -> dict[str, Any]:
     """One worker: its nodes through ``hours`` of simulated time; what happened to them."""
+    logging.disable(logging.WARNING)  # each retried sweep logs a warning: thousands a day
     recorder = Recorder()
     agent_module.gpunodes.ensure = recorder.ensure  # type: ignore[assignment]
     agent_module.gpunodes.apply_status = recorder.apply_status  # type: ignore[assignment]

@@ -363,6 +363,18 @@ def _observe(b: _Builder) -> None:
         )
     else:
         b.condition("ChecksRunnable", ConditionStatus.TRUE, "ChecksRan")
+    unread = [c for c in status.checks.results if c.name == KERNEL_LOG_CHECK]
+    if unread:
+        # The events of the lines it could read are judged as usual; an Xid in a line
+        # it could not read may be unseen, which an SRE must know.
+        b.condition(
+            "KernelLogRead",
+            ConditionStatus.FALSE,
+            "LinesUnreadable",
+            "; ".join(c.message for c in unread)[:1000],
+        )
+    else:
+        b.condition("KernelLogRead", ConditionStatus.TRUE, "Read")
     limit = spec.checks.heartbeat * HEARTBEAT_MISSES
     if status.last_heartbeat is None:
         b.condition("AgentReporting", ConditionStatus.UNKNOWN, "NoReportYet")
@@ -614,6 +626,10 @@ def _checkpointed(b: _Builder) -> bool:
         p.checkpoint_at is not None and since is not None and p.checkpoint_at > since
         for p in training
     )
+
+
+KERNEL_LOG_CHECK = "kernel-log"
+"""The result the xid check adds when kernel-log lines could not be parsed."""
 
 
 def _could_not_check(status: GPUNodeStatus) -> bool:

@@ -449,3 +449,22 @@ def test_the_policys_checks_are_published_to_the_agent_when_they_differ() -> Non
         now=T0,
     )
     assert not any(isinstance(x, a.PublishChecks) for x in again.actions)
+
+
+def test_unreadable_kernel_log_lines_raise_a_condition_and_nothing_else() -> None:
+    partial = CheckResult(
+        name="kernel-log",
+        status=CheckStatus.WARN,
+        fault_class=FaultClass.WATCH,
+        message="/dev/kmsg: 1 unreadable NVRM line (line 2)",
+    )
+    decision = decide(
+        state=state(node(), status(Phase.HEALTHY, checks=report(partial))),
+        policy=policy(),
+        fleet=fleet(),
+        now=T0,
+    )
+    assert decision.phase is Phase.HEALTHY
+    condition = next(c for c in decision.status.conditions if c.type == "KernelLogRead")
+    assert (condition.status, condition.reason) == ("False", "LinesUnreadable")
+    assert "line 2" in condition.message
