@@ -64,24 +64,29 @@ def status_fields(
     return dumped
 
 
+def _apply(
+    api: client.ApiClient, node: str, fields: dict[str, Any], *, manager: str, status: bool
+) -> dict[str, Any]:
+    """Server-side apply ``fields`` to GPUNode ``node`` (its status subresource, or
+    the object itself) as ``manager``."""
+    body = {"apiVersion": API_VERSION, "kind": GPUNode.KIND, "metadata": {"name": node}}
+    path = f"/apis/{GROUP}/{VERSION}/{GPUNode.PLURAL}/{node}" + ("/status" if status else "")
+    return retrying(request)(
+        api,
+        "PATCH",
+        path,
+        body={**body, **fields},
+        content_type=APPLY,
+        query={"fieldManager": manager, "force": "true"},
+    )
+
+
 def apply_checks(
     api: client.ApiClient, *, node: str, checks: dict[str, Any], manager: str
 ) -> dict[str, Any]:
     """Apply ``spec.checks`` (the agent's configuration) to GPUNode ``node``."""
-    body = {
-        "apiVersion": API_VERSION,
-        "kind": GPUNode.KIND,
-        "metadata": {"name": node},
-        "spec": {"nodeName": node, "checks": checks},
-    }
-    return retrying(request)(
-        api,
-        "PATCH",
-        f"/apis/{GROUP}/{VERSION}/{GPUNode.PLURAL}/{node}",
-        body=body,
-        content_type=APPLY,
-        query={"fieldManager": manager, "force": "true"},
-    )
+    spec = {"spec": {"nodeName": node, "checks": checks}}
+    return _apply(api, node, spec, manager=manager, status=False)
 
 
 def follow(
@@ -131,17 +136,4 @@ def apply_status(
     api: client.ApiClient, *, node: str, status: dict[str, Any], manager: str
 ) -> dict[str, Any]:
     """Apply ``status`` (only the fields ``manager`` owns) to GPUNode ``node``."""
-    body = {
-        "apiVersion": API_VERSION,
-        "kind": GPUNode.KIND,
-        "metadata": {"name": node},
-        "status": status,
-    }
-    return retrying(request)(
-        api,
-        "PATCH",
-        f"/apis/{GROUP}/{VERSION}/{GPUNode.PLURAL}/{node}/status",
-        body=body,
-        content_type=APPLY,
-        query={"fieldManager": manager, "force": "true"},
-    )
+    return _apply(api, node, {"status": status}, manager=manager, status=True)
