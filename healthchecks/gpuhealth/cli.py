@@ -75,7 +75,12 @@ def _backend(args: argparse.Namespace) -> tuple[Backend, VirtualClock | None]:
     if args.backend == "sim":
         clock = VirtualClock()
         sim = SimBackend(
-            node=args.node, model=get_model(args.gpu_model), gpus=args.gpus, clock=clock
+            node=args.node,
+            model=get_model(args.gpu_model),
+            gpus=args.gpus,
+            clock=clock,
+            noise=args.noise,
+            sleep=clock.sleep,
         )
         if args.scenario:
             sim.set_faults(parse_faults(Path(args.scenario).read_text()))
@@ -337,6 +342,12 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--suite", choices=list(SUITES), default="passive")
     check.add_argument("--backend", choices=["nvml", "sim"], default="nvml")
     check.add_argument("--scenario", help="JSON fault list for the sim backend (docs/faults.md)")
+    check.add_argument(
+        "--noise",
+        type=float,
+        default=1.0,
+        help="sim backend: 1 healthy noise (moving readings, rare NVML errors), 0 exact values",
+    )
     check.add_argument("--gpu-model", default="H100", help="sim backend GPU model")
     check.add_argument("--gpus", type=int, default=8, help="sim backend GPU count")
     check.add_argument("--expected-gpus", type=int, default=None)

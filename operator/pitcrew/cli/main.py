@@ -181,6 +181,7 @@ def _sim_agents(args: argparse.Namespace) -> int:
         heartbeat=args.heartbeat,
         probe_api=api_client(args.probe_kubeconfig) if args.probe_kubeconfig else None,
         agent_pods=pods,
+        noise=args.noise,
     ).run()
     return 0
 
@@ -315,6 +316,13 @@ def _add_runtime(commands: Commands) -> None:
     sim.add_argument("--interval", type=Duration, default=Duration("30s"))
     sim.add_argument("--heartbeat", type=Duration, default=Duration("5m"))
     sim.add_argument("--metrics-port", type=int, default=0)
+    sim.add_argument(
+        "--noise",
+        type=float,
+        default=1.0,
+        help="how hostile the simulated GPUs are: 1 the default noise, 0 exact readings, "
+        "2 twice the drift and NVML failures (docs/faults.md)",
+    )
     sim.add_argument(
         "--probe-kubeconfig",
         default=None,

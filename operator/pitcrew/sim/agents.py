@@ -133,11 +133,14 @@ class SimNode:
         *,
         heartbeat: datetime.timedelta,
         interval: datetime.timedelta,
+        noise: float = 1.0,
     ) -> None:
         meta = node["metadata"]
         self.name = meta["name"]
         gpus = gpu_capacity(node)
-        self.backend = SimBackend(node=self.name, model=simulated_model(node), gpus=gpus)
+        self.backend = SimBackend(
+            node=self.name, model=simulated_model(node), gpus=gpus, noise=noise
+        )
         self.checker = Checker(
             backend=self.backend,
             node=self.name,
@@ -167,6 +170,7 @@ class SimAgents:
         probe_api: client.ApiClient | None = None,
         agent_pods: AgentPods | None = None,
         workers: int = 16,
+        noise: float = 1.0,
     ) -> None:
         self.api = api
         self.probe_api = probe_api or api
@@ -179,6 +183,7 @@ class SimAgents:
         self.core = client.CoreV1Api(api)
         self.interval = interval
         self.heartbeat = heartbeat
+        self.noise = noise
         self.nodes: dict[str, SimNode] = {}
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sim-agent")
         # Faults and repairs are swept on their own threads, never queued behind the
@@ -204,7 +209,11 @@ class SimAgents:
             sim = self.nodes.get(name)
             if sim is None:
                 sim = self.nodes[name] = SimNode(
-                    self.api, node, heartbeat=self.heartbeat, interval=self.interval
+                    self.api,
+                    node,
+                    heartbeat=self.heartbeat,
+                    interval=self.interval,
+                    noise=self.noise,
                 )
                 published = self.published.pop(name, None)
                 if published is not None:
