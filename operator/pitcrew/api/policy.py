@@ -319,7 +319,10 @@ class GoodputSpec(ApiModel):
         "pitcrew_goodput_target_ratio{pool}, which the shipped alert compares goodput to.",
     )
     windows: list[Duration] = Field(
-        default_factory=lambda: [Duration("1h"), Duration("24h")],
+        # Written as text, so the schema's default reads "1h", not a serialized timedelta;
+        # validate_default makes them Durations in the model like any other value.
+        default_factory=lambda: ["1h", "24h"],
+        validate_default=True,
         min_length=1,
         max_length=8,
         description="Windows the policy status reports fleet goodput over (the first is the "
