@@ -24,7 +24,7 @@ import datetime
 import time
 import zlib
 from collections.abc import Callable, Iterable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from gpuhealth import faults as f
 from gpuhealth.backends.noise import Noise, NoiseSource
@@ -310,7 +310,7 @@ class SimBackend:
         """Nothing to release."""
 
 
-_UNREAD: dict[str, dict[str, object]] = {
+_UNREAD: dict[str, dict[str, Any]] = {
     "temperature": {"temperature_c": None, "slowdown_temp_c": None},
     "power": {"power_w": None},
     "ecc": dict.fromkeys(
@@ -333,6 +333,6 @@ def _failed(sample: GpuSample, read: str) -> GpuSample:
     """``sample`` as NVML returns it when the ``read`` call failed transiently."""
     return dataclasses.replace(
         sample,
-        **_UNREAD[read],  # type: ignore[arg-type]
+        **_UNREAD[read],
         errors={**sample.errors, read: f"NVML {read}: Unknown Error (simulated, transient)"},
     )

@@ -120,22 +120,6 @@ class ChecksSpec(ApiModel):
         return values
 
 
-class PeriodicValidation(ApiModel):
-    model_config = ConfigDict(
-        json_schema_extra=validations(
-            cel(
-                "duration(self.interval) >= duration('1h')",
-                "periodic validation may run at most once an hour per node",
-            ),
-        )
-    )
-
-    enabled: bool = False
-    interval: Duration = duration_field(
-        "168h", "Time between two verifications of one node.", name="validation.periodic.interval"
-    )
-
-
 class ValidationSpec(ApiModel):
     """Active validation (probe Jobs that need the node's GPUs to themselves)."""
 
@@ -148,7 +132,6 @@ class ValidationSpec(ApiModel):
     priority_class_name: str = Field(
         default="", max_length=253, description="PriorityClass of probe pods (low, preemptible)."
     )
-    periodic: PeriodicValidation = Field(default_factory=PeriodicValidation)
 
 
 class RemediationStep(ApiModel):

@@ -115,6 +115,7 @@ class AgentCore:
         """What the node itself says it should look like (model, ports); the policy's
         expected GPU count overrides the count."""
         self.checks: AgentChecks | None = None
+        self._followed: int | None = None
         self.clock = clock
         self.last_fingerprint: str | None = None
         self.verdicts: Verdicts = {}
@@ -123,6 +124,17 @@ class AgentCore:
         self.remediation_key: str | None = None
         self._exported_checks: set[str] = set()
         self.lock = threading.Lock()
+
+    def follow(self, gpunode: dict[str, Any]) -> bool:
+        """A new version of this node's GPUNode: configure from its ``spec.checks``.
+        Every status write (this agent's heartbeat, the operator's) is a watch event;
+        only a spec change bumps ``metadata.generation``, so the rest cost nothing."""
+        generation = gpunode.get("metadata", {}).get("generation")
+        if generation is not None and generation == self._followed:
+            return False
+        self._followed = generation
+        checks = published_checks(gpunode)
+        return checks is not None and self.configure(checks)
 
     def configure(self, checks: AgentChecks) -> bool:
         """Run the checks the operator published (``GPUNode.spec.checks``) from the next
@@ -315,13 +327,8 @@ def main(
         start_http_server(metrics_port)
     stop = threading.Event()
 
-    def configure(gpunode: dict[str, Any]) -> None:
-        checks = published_checks(gpunode)
-        if checks is not None:
-            core.configure(checks)
-
     threading.Thread(
-        target=gpunodes.follow, args=(api, node, configure), kwargs={"stop": stop}, daemon=True
+        target=gpunodes.follow, args=(api, node, core.follow), kwargs={"stop": stop}, daemon=True
     ).start()
     run_agent(
         core,

@@ -42,7 +42,7 @@ from gpuhealth.backends.sim import SimBackend
 from gpuhealth.checks import Expectations
 from gpuhealth.faults import FaultListError, parse_faults
 from gpuhealth.runner import Checker
-from pitcrew.api.gpunode import AgentChecks, ChecksStatus
+from pitcrew.api.gpunode import ChecksStatus
 from pitcrew.api.meta import GROUP, VERSION
 from pitcrew.api.vocabulary import (
     FAULTS_ANNOTATION,
@@ -57,7 +57,7 @@ from pitcrew.api.vocabulary import (
     SIMULATED_LABEL,
     SUITE_LABEL,
 )
-from pitcrew.core.convert import gpu_capacity, published_checks, termination_message
+from pitcrew.core.convert import gpu_capacity, termination_message
 from pitcrew.core.validation import PAIR_NICS
 from pitcrew.kube import gpunodes
 from pitcrew.kube.client import retrying
@@ -190,8 +190,8 @@ class SimAgents:
         # periodic sweep of the whole fleet (a real agent has no such queue).
         self.urgent = ThreadPoolExecutor(max_workers=8, thread_name_prefix="sim-urgent")
         self.stop = threading.Event()
-        self.published: dict[str, AgentChecks] = {}
-        """Checks published for nodes whose simulated agent does not exist yet."""
+        self.published: dict[str, dict[str, Any]] = {}
+        """The latest GPUNode of nodes whose simulated agent does not exist yet."""
         self.pairs_answered: set[str] = set()
         self.rebooted: set[tuple[str, int]] = set()
         """``RemediationStarted`` Events (uid, count) the simulated machines acted on."""
@@ -217,7 +217,7 @@ class SimAgents:
                 )
                 published = self.published.pop(name, None)
                 if published is not None:
-                    sim.core.configure(published)
+                    sim.core.follow(published)
         if not ((node.get("status") or {}).get("nodeInfo") or {}).get("bootID"):
             self.urgent.submit(self._boot, name)  # the kubelet reports its boot ID
         annotations = node["metadata"].get("annotations") or {}
@@ -241,17 +241,16 @@ class SimAgents:
             self.urgent.submit(self._tick, sim)
 
     def on_gpunode(self, gpunode: dict[str, Any], *, deleted: bool = False) -> None:
-        """The operator published the checks this node's agent must run."""
-        checks = None if deleted else published_checks(gpunode)
-        if checks is None:
+        """A GPUNode changed: its agent follows the checks it publishes."""
+        if deleted:
             return
         name = gpunode["metadata"]["name"]
         with self.lock:
             sim = self.nodes.get(name)
             if sim is None:
-                self.published[name] = checks
+                self.published[name] = gpunode
                 return
-        sim.core.configure(checks)
+        sim.core.follow(gpunode)
 
     def _boot(self, node: str) -> None:
         """The machine (re)booted: its kubelet reports a new boot ID."""

@@ -93,10 +93,6 @@ INVALID_POLICIES = {
         "spec.safety.maxConcurrentDrains: Invalid value: 0: "
         "spec.safety.maxConcurrentDrains in body should be greater than or equal to 1",
     ),
-    "periodic validation too often": (
-        with_spec(VALID_POLICY, validation={"periodic": {"enabled": True, "interval": "30m"}}),
-        "periodic validation may run at most once an hour per node",
-    ),
     "missing node selector": (
         {**VALID_POLICY, "spec": {}},
         "spec.nodeSelector: Required value",

@@ -164,3 +164,21 @@ def test_checks_an_agent_cannot_run_are_refused_whole() -> None:
     assert not agent.configure(published(disabled=["from-a-newer-operator"]))
     assert failing(agent) == {("gpu-count", None, "fatal")}  # the last good one stays
     assert agent.interval == datetime.timedelta(seconds=10)
+
+
+def test_the_agent_follows_a_spec_change_and_skips_status_only_events() -> None:
+    agent = core()
+    gpunode = {
+        "metadata": {"name": "n0", "generation": 2},
+        "spec": {"nodeName": "n0", "checks": {"interval": "10s", "heartbeat": "1m"}},
+    }
+    assert agent.follow(gpunode)
+    assert agent.interval == datetime.timedelta(seconds=10)
+    status_write = {**gpunode, "spec": {"nodeName": "n0", "checks": {"interval": "99s"}}}
+    assert not agent.follow(status_write)  # same generation: a status write, not parsed
+    changed = {
+        "metadata": {"name": "n0", "generation": 3},
+        "spec": {"nodeName": "n0", "checks": {"interval": "20s", "heartbeat": "1m"}},
+    }
+    assert agent.follow(changed)
+    assert agent.interval == datetime.timedelta(seconds=20)
