@@ -127,6 +127,10 @@ class FakeCluster:
         self.calls.append(("create_job", job["metadata"]["name"]))
         return True
 
+    def delete_job(self, *, namespace: str, name: str) -> bool:
+        self.calls.append(("delete_job", name))
+        return True
+
     def apply_gpunode_status(self, *, node: str, status: Object) -> Object:
         self.calls.append(("apply_gpunode_status", node))
         self.gpunode_statuses.setdefault(node, []).append(status)

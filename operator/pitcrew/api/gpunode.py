@@ -162,6 +162,33 @@ class Transition(ApiModel):
     reason: str = Field(max_length=128)
 
 
+class VerificationResult(StrEnum):
+    PASSED = "Passed"
+    FAILED = "Failed"
+    PREEMPTED = "Preempted"
+    """A workload wanted the node: the probe gave way, no verdict."""
+    INCONCLUSIVE = "Inconclusive"
+    """The probe ran but is no verdict (a check that could not run, GPUs not covered,
+    no report within the validation timeout)."""
+
+
+class VerificationStatus(ApiModel):
+    """Periodic verification of the node while idle and in service."""
+
+    last_time: Timestamp | None = Field(
+        default=None, description="When the last verification ended, whatever its result."
+    )
+    last_result: VerificationResult | None = None
+    message: str = Field(default="", max_length=1024, description="What the last one found.")
+    next: Timestamp | None = Field(
+        default=None, description="When the node is due (it waits while it has workload)."
+    )
+    job: str = Field(
+        default="", max_length=63, description="The probe Job of the verification in flight."
+    )
+    started_at: Timestamp | None = None
+
+
 class GPUNodeStatus(ApiModel):
     observed_generation: int = 0
     phase: Phase = Phase.PENDING
@@ -190,6 +217,7 @@ class GPUNodeStatus(ApiModel):
     probe_attempts: int = Field(
         default=0, ge=0, description="Probes started in this validation (bounded, then escalated)."
     )
+    verification: VerificationStatus | None = None
     remediation: RemediationStatus | None = None
     drain: DrainStatus | None = None
     remediations: list[Timestamp] = Field(
@@ -216,11 +244,17 @@ class GPUNode(Resource):
     KIND: ClassVar[str] = "GPUNode"
     PLURAL: ClassVar[str] = "gpunodes"
     SHORT_NAMES: ClassVar[list[str]] = ["gpun"]
-    PRINTER_COLUMNS: ClassVar[list[dict[str, str]]] = [
+    PRINTER_COLUMNS: ClassVar[list[dict[str, str | int]]] = [
         {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
         {"name": "GPUs", "type": "integer", "jsonPath": ".status.gpuCount"},
         {"name": "Healthy", "type": "integer", "jsonPath": ".status.healthyGpus"},
         {"name": "Reason", "type": "string", "jsonPath": ".status.reason"},
+        {
+            "name": "Verified",
+            "type": "string",
+            "jsonPath": ".status.verification.lastResult",
+            "priority": 1,
+        },
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     ]
 

@@ -148,7 +148,7 @@ class Resource(ApiModel):
     KIND: ClassVar[str]
     PLURAL: ClassVar[str]
     SHORT_NAMES: ClassVar[list[str]]
-    PRINTER_COLUMNS: ClassVar[list[dict[str, str]]]
+    PRINTER_COLUMNS: ClassVar[list[dict[str, str | int]]]
 
 
 class SelectorOperator(StrEnum):

@@ -120,8 +120,71 @@ class ChecksSpec(ApiModel):
         return values
 
 
+MIN_VERIFICATION_INTERVAL = Duration("5m")
+VERIFICATION_PERCENT_OR_COUNT_RULE = (
+    "type(self) == int ? self >= 1 : self.matches('^(100|[1-9][0-9]?)%$')"
+)
+
+
+class PeriodicVerificationSpec(ApiModel):
+    """Verification of idle nodes in service, without taking them out of service.
+
+    A node with no workload pods gets a probe Job that requests all its GPUs at
+    the probe PriorityClass and no cordon: any workload that wants the node
+    preempts the probe, and a preempted verification is no verdict. A failing
+    one takes the node out like any failing check."""
+
+    enabled: bool = Field(default=False, description="Verify idle nodes periodically.")
+    interval: Duration = Field(
+        default=Duration("1h"),
+        description="Time from one verification of a node to its next (at least 5m; "
+        "hourly is the recommended cadence).",
+        json_schema_extra=validations(
+            cel(
+                f"duration(self) >= duration('{MIN_VERIFICATION_INTERVAL}')",
+                f"validation.periodic.interval must be at least {MIN_VERIFICATION_INTERVAL}: "
+                "a shorter cadence would keep idle GPUs busy with probes",
+            )
+        ),
+    )
+    max_concurrent: IntOrPercent = Field(
+        default="5%",
+        description="Most nodes of the pool verified at once (count or percent of the "
+        "pool's nodes; at least one node).",
+        json_schema_extra=validations(
+            cel(
+                VERIFICATION_PERCENT_OR_COUNT_RULE,
+                "validation.periodic.maxConcurrent must be at least 1 node or a percentage "
+                "from 1% to 100%",
+            )
+        ),
+    )
+    suite: ValidationSuite = Field(
+        default=ValidationSuite.QUICK,
+        description="Probe suite of a verification (quick: GEMM and HBM on every GPU).",
+    )
+
+    @field_validator("interval")
+    @classmethod
+    def _long_enough(cls, value: Duration) -> Duration:
+        if value < MIN_VERIFICATION_INTERVAL:
+            raise ValueError(f"interval must be at least {MIN_VERIFICATION_INTERVAL}")
+        return value
+
+
 class ValidationSpec(ApiModel):
     """Active validation (probe Jobs that need the node's GPUs to themselves)."""
+
+    model_config = ConfigDict(
+        json_schema_extra=validations(
+            cel(
+                "!self.periodic.enabled || self.priorityClassName != ''",
+                "validation.periodic needs validation.priorityClassName: its probes run "
+                "beside the workload without a cordon, so they must run at a PriorityClass "
+                "every workload preempts (the chart creates pitcrew-probe)",
+            ),
+        )
+    )
 
     burn_in_on_join: bool = Field(default=True, description="Burn in nodes that join later.")
     burn_in_after_repair: bool = True
@@ -132,6 +195,7 @@ class ValidationSpec(ApiModel):
     priority_class_name: str = Field(
         default="", max_length=253, description="PriorityClass of probe pods (low, preemptible)."
     )
+    periodic: PeriodicVerificationSpec = Field(default_factory=PeriodicVerificationSpec)
 
 
 class RemediationStep(ApiModel):
@@ -370,7 +434,7 @@ class GPUHealthPolicy(Resource):
     KIND: ClassVar[str] = "GPUHealthPolicy"
     PLURAL: ClassVar[str] = "gpuhealthpolicies"
     SHORT_NAMES: ClassVar[list[str]] = ["ghp"]
-    PRINTER_COLUMNS: ClassVar[list[dict[str, str]]] = [
+    PRINTER_COLUMNS: ClassVar[list[dict[str, str | int]]] = [
         {"name": "Nodes", "type": "integer", "jsonPath": ".status.nodes"},
         {"name": "Unhealthy", "type": "integer", "jsonPath": ".status.unhealthy"},
         {"name": "Breaker", "type": "boolean", "jsonPath": ".status.breaker.open"},

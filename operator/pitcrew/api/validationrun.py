@@ -132,7 +132,7 @@ class ValidationRun(Resource):
     KIND: ClassVar[str] = "ValidationRun"
     PLURAL: ClassVar[str] = "validationruns"
     SHORT_NAMES: ClassVar[list[str]] = ["vrun"]
-    PRINTER_COLUMNS: ClassVar[list[dict[str, str]]] = [
+    PRINTER_COLUMNS: ClassVar[list[dict[str, str | int]]] = [
         {"name": "Suite", "type": "string", "jsonPath": ".spec.suite"},
         {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
         {"name": "Failed", "type": "string", "jsonPath": ".status.failedNodes"},

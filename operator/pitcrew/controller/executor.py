@@ -184,11 +184,7 @@ class Executor:
                 if self._edit_node(node, action):
                     self._event(node, action.reason, action.message)
             case a.ReleaseSpare():
-                if self._edit_node(
-                    action.node, a.RemoveTaint(SPARE_TAINT, action.reason, action.message)
-                ):
-                    self._event(action.node, action.reason, action.message)
-                    self._event(node, action.reason, f"released spare {action.node}")
+                self._release_spare(node, action)
             case a.Evict():
                 return self._evict(plan, action, status)
             case a.ForceDelete():
@@ -198,6 +194,8 @@ class Executor:
                 )
             case a.StartProbe():
                 self._start_probe(plan, action)
+            case a.CancelProbe():
+                self._cancel_probe(plan, action)
             case a.ConfirmRepair():
                 # Only once there is evidence the repair happened: the agent forgets
                 # latched findings on this word. A failed write fails the plan, which
@@ -218,6 +216,11 @@ class Executor:
             case a.Remediate():
                 self.remediation_pool.submit(self._remediate, plan, action, status)
         return status
+
+    def _release_spare(self, node: str, action: a.ReleaseSpare) -> None:
+        if self._edit_node(action.node, a.RemoveTaint(SPARE_TAINT, action.reason, action.message)):
+            self._event(action.node, action.reason, action.message)
+            self._event(node, action.reason, f"released spare {action.node}")
 
     def _edit_node(self, node: str, action: NodeAction) -> bool:
         """Apply a node edit and remember the result at once: the next decision for
@@ -272,6 +275,10 @@ class Executor:
                 )
             }
         )
+
+    def _cancel_probe(self, plan: Plan, action: a.CancelProbe) -> None:
+        if self.cluster.delete_job(namespace=self.settings.namespace, name=action.name):
+            self._event(plan.node, action.reason, f"deleted Job {action.name}: {action.message}")
 
     def _start_probe(self, plan: Plan, action: a.StartProbe) -> None:
         spec = plan.policy.spec.validation

@@ -79,6 +79,17 @@ GOODPUT_TARGET = Gauge(
     "The fleet goodput the policy holds the pool to (spec.goodput.target).",
     ["pool"],
 )
+VERIFICATIONS = Counter(
+    "pitcrew_verifications_total",
+    "Periodic verifications of idle nodes by result (Passed, Failed, Preempted, Inconclusive).",
+    ["pool", "result"],
+)
+VERIFICATION_GPU_SECONDS = Counter(
+    "pitcrew_verification_gpu_seconds_total",
+    "GPU-seconds held by periodic verification probes, from start to outcome; its rate "
+    "over the rate of pitcrew_gpu_seconds_total is the share of GPU time spent verifying.",
+    ["pool"],
+)
 LEADER = Gauge("pitcrew_leader", "1 in the operator instance that holds the Lease.")
 RECONCILE_ERRORS = Counter(
     "pitcrew_reconcile_errors_total", "Decisions or rounds that failed and were retried."
@@ -116,6 +127,7 @@ def record_decision(
             DETECTION_SECONDS.labels(pool).observe(max(0.0, (now - reported).total_seconds()))
         if before.phase is Phase.DRAINING and before.drain is not None:
             DRAIN_SECONDS.labels(pool).observe((now - before.drain.started_at).total_seconds())
+    _record_verification(pool=pool, before=before, after=after, now=now)
     old, new = before.remediation, after.remediation
     if new is not None and (old is None or old.reference != new.reference):
         REMEDIATIONS.labels(pool, new.action, "started").inc()
@@ -123,3 +135,18 @@ def record_decision(
         succeeded = after.phase is Phase.VALIDATING or after.phase is Phase.HEALTHY
         REMEDIATIONS.labels(pool, old.action, "succeeded" if succeeded else "failed").inc()
         REMEDIATION_SECONDS.labels(pool, old.action).observe((now - old.started_at).total_seconds())
+
+
+def _record_verification(
+    *, pool: str, before: GPUNodeStatus, after: GPUNodeStatus, now: datetime.datetime
+) -> None:
+    """A verification ends when the status stops naming its Job: with a result (judged)
+    or without (stopped because the node left service)."""
+    old, new = before.verification, after.verification
+    if old is None or not old.job or (new is not None and new.job == old.job):
+        return
+    if old.started_at is not None:
+        held = max(0.0, (now - old.started_at).total_seconds())
+        VERIFICATION_GPU_SECONDS.labels(pool).inc(held * after.gpu_count)
+    if new is not None and new.last_result is not None and new.last_time != old.last_time:
+        VERIFICATIONS.labels(pool, new.last_result).inc()

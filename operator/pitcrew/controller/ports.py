@@ -53,6 +53,10 @@ class Cluster(Protocol):
         """Create a Job; False when it already exists."""
         ...
 
+    def delete_job(self, *, namespace: str, name: str) -> bool:
+        """Delete a Job and its pods; False when it does not exist."""
+        ...
+
     def apply_gpunode_status(self, *, node: str, status: Object) -> Object:
         """Server-side apply the operator's fields of a GPUNode status; the object."""
         ...

@@ -71,6 +71,16 @@ class StartProbe:
 
 
 @dataclass(frozen=True)
+class CancelProbe:
+    """Delete a probe Job (and its pod) that must not run on: a verification that gave
+    way to a workload, timed out, or whose node left service."""
+
+    name: str
+    reason: str = "ProbeCancelled"
+    message: str = ""
+
+
+@dataclass(frozen=True)
 class Remediate:
     action: RemediationAction
     step: int
@@ -126,6 +136,7 @@ Action = (
     | Evict
     | ForceDelete
     | StartProbe
+    | CancelProbe
     | Remediate
     | ConfirmRepair
     | ReleaseSpare

@@ -42,6 +42,14 @@ def pod_view(pod: dict[str, Any]) -> PodView:
     annotations = meta.get("annotations") or {}
     labels = meta.get("labels") or {}
     phase = (pod.get("status") or {}).get("phase", "")
+    disruption = next(
+        (
+            str(c.get("reason") or "DisruptionTarget")
+            for c in (pod.get("status") or {}).get("conditions") or []
+            if c.get("type") == "DisruptionTarget" and c.get("status") == "True"
+        ),
+        "",
+    )
     return PodView(
         namespace=meta.get("namespace", ""),
         name=meta.get("name", ""),
@@ -54,6 +62,7 @@ def pod_view(pod: dict[str, Any]) -> PodView:
         job=str(labels.get(JOB_LABEL, "")),
         job_name=str(labels.get("batch.kubernetes.io/job-name") or labels.get("job-name") or ""),
         succeeded=phase == "Succeeded",
+        disruption=disruption,
         grace_seconds=int((pod.get("spec") or {}).get("terminationGracePeriodSeconds") or 30),
     )
 

@@ -33,13 +33,21 @@ class Summary(NamedTuple):
     """Held in service by the circuit breaker."""
     since: datetime.datetime | None
     heartbeat: datetime.datetime | None
+    verifying: bool = False
+    """A periodic verification is in flight."""
+
+
+def verifying(status: GPUNodeStatus) -> bool:
+    return status.verification is not None and bool(status.verification.job)
 
 
 def summarize(status: GPUNodeStatus) -> Summary:
     refused = any(
         c.type == "Admitted" and c.reason == "CircuitBreakerOpen" for c in status.conditions
     )
-    return Summary(status.phase, refused, status.phase_since, status.last_heartbeat)
+    return Summary(
+        status.phase, refused, status.phase_since, status.last_heartbeat, verifying(status)
+    )
 
 
 def fleet_of(members: Iterable[tuple[str, Summary]]) -> FleetView:
@@ -47,17 +55,22 @@ def fleet_of(members: Iterable[tuple[str, Summary]]) -> FleetView:
     Spares are listed oldest first, so the longest-rested spare is released first."""
     phases: dict[Phase, int] = {}
     spares: list[tuple[datetime.datetime, str]] = []
-    total = refused = 0
+    total = refused = verifying_ = 0
     for name, summary in members:
         if summary.phase is Phase.EXCLUDED:
             continue
         total += 1
         phases[summary.phase] = phases.get(summary.phase, 0) + 1
         refused += summary.refused
+        verifying_ += summary.verifying
         if summary.phase is Phase.SPARE:
             spares.append((summary.since or _EPOCH, name))
     return FleetView(
-        total=total, phases=phases, spares=tuple(n for _, n in sorted(spares)), refused=refused
+        total=total,
+        phases=phases,
+        spares=tuple(n for _, n in sorted(spares)),
+        refused=refused,
+        verifying=verifying_,
     )
 
 
@@ -72,4 +85,10 @@ def after_decision(
     spares = [s for s in fleet.spares if s != node and s not in released]
     if decision.phase is Phase.SPARE:
         spares.append(node)
-    return FleetView(total=fleet.total, phases=phases, spares=tuple(spares), refused=fleet.refused)
+    return FleetView(
+        total=fleet.total,
+        phases=phases,
+        spares=tuple(spares),
+        refused=fleet.refused,
+        verifying=fleet.verifying - verifying(before) + verifying(decision.status),
+    )

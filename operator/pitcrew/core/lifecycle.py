@@ -36,18 +36,18 @@ progress only and dry-run attempts never count towards the lemon limit.
 from __future__ import annotations
 
 import datetime
-import hashlib
 from dataclasses import dataclass
 
 from gpuhealth.report import CheckStatus, FaultClass
 from pitcrew.api.gpunode import (
     HISTORY_LIMIT,
-    ChecksStatus,
     DrainStatus,
     GPUNodeStatus,
     Phase,
     RemediationStatus,
     Transition,
+    VerificationResult,
+    VerificationStatus,
     WatchedFinding,
 )
 from pitcrew.api.meta import Condition, ConditionStatus
@@ -63,19 +63,24 @@ from pitcrew.api.vocabulary import (
 )
 from pitcrew.core import actions as a
 from pitcrew.core import safety
+from pitcrew.core import verification as verify
 from pitcrew.core.agent_config import agent_checks
-from pitcrew.core.views import FleetView, NodeState, NodeView, PodView, PolicyView
+from pitcrew.core.evidence import (
+    WATCH_ESCALATES_AFTER,
+    Finding,
+    probe_done,
+    probe_incomplete,
+    repair_evidence,
+    worst_finding,
+)
+from pitcrew.core.names import probe_name, remediation_key, verification_name
+from pitcrew.core.views import FleetView, NodeState, PodView, PolicyView
 
 HEARTBEAT_MISSES = 3
-WATCH_ESCALATES_AFTER = datetime.timedelta(hours=1)
-"""An application or watch finding still failing after this long is treated as a
-degraded fault: one XID 13 is a user's bug, the same XID on the same GPU for an hour,
-job after job, is the GPU."""
 WATCHED_CLASSES = (FaultClass.APPLICATION, FaultClass.WATCH)
 PROBE_ATTEMPTS = 3
 """Probes one validation may start (after timeouts or reports that are no verdict)
 before the node is taken out as not validatable."""
-SEVERITY = {FaultClass.FATAL: 2, FaultClass.DEGRADED: 1}
 
 
 @dataclass(frozen=True)
@@ -86,103 +91,6 @@ class Decision:
     @property
     def phase(self) -> Phase:
         return self.status.phase
-
-
-@dataclass(frozen=True)
-class _Finding:
-    fault_class: FaultClass
-    reason: str
-    message: str
-    gpus: tuple[int, ...]
-
-
-def worst_finding(status: GPUNodeStatus, *, probe: bool = False) -> _Finding | None:
-    """The most severe failing check of the latest report (and of the latest probe
-    report, with ``probe``), or None."""
-    results = list(status.checks.results)
-    if probe and status.probe is not None:
-        results.extend(status.probe.results)
-    failing = [c for c in results if c.status is CheckStatus.FAIL and c.fault_class in SEVERITY]
-    persistent = {(w.check, w.gpu) for w in status.watching if w.escalated}
-    failing += [
-        c.model_copy(
-            update={
-                "fault_class": FaultClass.DEGRADED,
-                "name": f"{c.name}-persistent",
-                "message": f"{c.message or c.name} (for over {WATCH_ESCALATES_AFTER})",
-            }
-        )
-        for c in status.checks.results
-        if c.status is CheckStatus.FAIL and (c.name, c.gpu) in persistent
-    ]
-    if not failing:
-        return None
-    worst = max(SEVERITY[c.fault_class] for c in failing)
-    top = [c for c in failing if SEVERITY[c.fault_class] == worst]
-    first = top[0]
-    reason = "".join(part.capitalize() for part in first.name.split("-"))
-    gpus = tuple(sorted({c.gpu for c in top if c.gpu is not None}))
-    message = "; ".join(sorted({c.message or c.name for c in top}))[:1000]
-    return _Finding(first.fault_class, reason, message, gpus)
-
-
-def repair_evidence(node: NodeView, remediation: RemediationStatus) -> str:
-    """What shows that the rung's repair happened, or empty. A remediator's word that it
-    *started* is not evidence: a reset Job that never ran, or a BMC that accepted a
-    reboot and did nothing, must not read as a repair. Evidence is a reset Job pod
-    that succeeded on the node, or, for every rung that reboots or reprovisions the
-    machine, a boot ID other than the one the node had when the rung started."""
-    if remediation.action is RemediationAction.RESET_GPU:
-        done = any(p.job_name == remediation.reference and p.succeeded for p in node.pods)
-        return f"reset Job {remediation.reference} succeeded" if done else ""
-    if remediation.boot_id and node.boot_id and node.boot_id != remediation.boot_id:
-        return f"the node rebooted (boot ID {remediation.boot_id[:8]} -> {node.boot_id[:8]})"
-    return ""
-
-
-def _probe_done(status: GPUNodeStatus) -> bool:
-    """The probe this validation started has reported: matched by the Job's name, so
-    a node whose clock runs behind or ahead of the operator's neither waits for ever
-    nor reuses an old report."""
-    probe = status.probe
-    return probe is not None and bool(status.probe_job) and probe.job == status.probe_job
-
-
-def probe_incomplete(probe: ChecksStatus, *, gpus: int) -> str:
-    """Why a probe report is no verdict, or empty: a check that could not run (a CUDA
-    error on a broken GPU, NVML missing, an unknown model) is not a pass, and neither
-    is a probe that saw fewer GPUs than the node has (right after a reboot)."""
-    errors = [r for r in probe.results if r.status is CheckStatus.ERROR]
-    if errors:
-        return (
-            "probe could not run: "
-            + "; ".join(f"{r.name}: {r.message or 'error'}" for r in errors)[:900]
-        )
-    if not probe.results:
-        return "probe reported no results"
-    seen = {r.gpu for r in probe.results if r.gpu is not None}
-    if gpus and len(seen) < gpus:
-        return f"probe tested {len(seen)} of the node's {gpus} GPUs"
-    return ""
-
-
-def bounded_name(text: str, limit: int = 63) -> str:
-    """``text`` as a name of at most ``limit`` characters that stays unique: a long one
-    keeps its start and ends in a hash of the whole (truncation alone made the keys of
-    two long node names, or two attempts on one, collide)."""
-    if len(text) <= limit:
-        return text
-    digest = hashlib.sha256(text.encode()).hexdigest()[:10]
-    return f"{text[: limit - 11].rstrip('-')}-{digest}"
-
-
-def probe_name(node: str, since: datetime.datetime | None, attempt: int = 1) -> str:
-    stamp = int(since.timestamp()) if since else 0
-    return bounded_name(f"pitcrew-probe-{node}-{stamp}-{attempt}")
-
-
-def remediation_key(node: str, step: int, attempt: int, started: datetime.datetime) -> str:
-    return bounded_name(f"pitcrew-fix-{node}-{step}-{attempt}-{int(started.timestamp())}")
 
 
 class _Builder:
@@ -315,7 +223,105 @@ def decide(
     b.condition("Paused", ConditionStatus.FALSE, "PolicyActive")
     handler = _PHASES.get(state.status.phase, _pending)
     handler(b)
+    _verification(b)
     return b.finish()
+
+
+def _verification(b: _Builder) -> None:
+    """Periodic verification: judge the one in flight, or start one on an idle node
+    in service that is due, within ``maxConcurrent``. A node that left service
+    (a passive finding, a ValidationRun) stops its verification at once: a probe must
+    not hold the GPUs a reset or a validation needs."""
+    verification = b.status.verification
+    in_flight = verification is not None and bool(verification.job)
+    if b.status.phase not in IN_SERVICE:
+        if in_flight:
+            _stop_verification(b)
+    elif in_flight:
+        _judge_verification(b)
+    elif b.policy.spec.validation.periodic.enabled:
+        _start_verification(b)
+    elif verification is not None and verification.next is not None:
+        b.set(verification=verification.model_copy(update={"next": None}))
+
+
+def _stop_verification(b: _Builder) -> None:
+    verification = b.status.verification
+    assert verification is not None
+    b.set(verification=verification.model_copy(update={"job": "", "started_at": None}))
+    b.actions.append(
+        a.CancelProbe(
+            verification.job,
+            message=f"verification stopped: the node is {b.status.phase} ({b.status.reason})",
+        )
+    )
+
+
+def _start_verification(b: _Builder) -> None:
+    periodic = b.policy.spec.validation.periodic
+    verification = b.status.verification or VerificationStatus()
+    if verification.next is None:
+        # Never verified under this policy: due now; maxConcurrent spreads the pool out.
+        verification = verification.model_copy(update={"next": b.now})
+        b.set(verification=verification)
+    node = b.node
+    due = verification.next is not None and verification.next <= b.now
+    idle = not (node.workload or node.unschedulable or node.validation_requested)
+    # Busy, cordoned by someone, held by a run or not Ready: it stays due until it is not.
+    if not due or not idle or not node.ready or b.dry_run or node.gpus == 0:
+        return
+    if not safety.admit_verification(periodic, b.fleet).allowed:
+        return
+    name = verification_name(node.name, b.now)
+    b.set(verification=verification.model_copy(update={"job": name, "started_at": b.now}))
+    b.actions.append(
+        a.StartProbe(
+            suite=periodic.suite.value,
+            name=name,
+            reason="VerificationStarted",
+            message=f"{periodic.suite} verification of idle node {node.name} "
+            "(preemptible, no cordon)",
+        )
+    )
+
+
+def _judge_verification(b: _Builder) -> None:
+    verification = b.status.verification
+    assert verification is not None
+    spec = b.policy.spec.validation
+    found = verify.outcome(b.status, node=b.node, now=b.now, timeout=spec.timeout)
+    if found is None:
+        return
+    b.set(
+        verification=VerificationStatus(
+            last_time=b.now,
+            last_result=found.result,
+            message=found.message[:1024],
+            next=b.now + spec.periodic.interval,
+        )
+    )
+    if found.cancel:
+        b.actions.append(a.CancelProbe(verification.job, message=found.message))
+    b.actions.append(
+        a.Record(
+            f"Verification{found.result}",
+            f"verification {verification.job}: {found.message}",
+            warning=found.result in (VerificationResult.FAILED, VerificationResult.INCONCLUSIVE),
+        )
+    )
+    if found.finding is not None:
+        finding = found.finding
+        _take_out(
+            b,
+            Finding(
+                finding.fault_class,
+                finding.reason,
+                f"periodic verification failed: {finding.message}",
+                finding.gpus,
+            ),
+            admitted_already=False,
+            quarantine=True,
+        )
 
 
 def _publish_checks(b: _Builder) -> None:
@@ -389,8 +395,12 @@ def _observe(b: _Builder) -> None:
         b.condition("AgentReporting", ConditionStatus.TRUE, "Reporting")
 
 
-def _take_out(b: _Builder, finding: _Finding, *, admitted_already: bool) -> bool:
-    """Move a node in service to Suspect (degraded) or Quarantined (fatal)."""
+def _take_out(
+    b: _Builder, finding: Finding, *, admitted_already: bool, quarantine: bool = False
+) -> bool:
+    """Move a node in service to Suspect (degraded) or Quarantined (fatal, or with
+    ``quarantine``: evidence from a probe, which no later passive report repeats, on an
+    idle node that has no checkpoint to wait for)."""
     spec = b.policy.spec
     if not admitted_already:
         admission = safety.admit_unhealthy(
@@ -420,7 +430,7 @@ def _take_out(b: _Builder, finding: _Finding, *, admitted_already: bool) -> bool
         b.actions.append(
             a.ReleaseSpare(spare, message=f"replacing {b.node.name} ({finding.reason})")
         )
-    if finding.fault_class is FaultClass.FATAL:
+    if finding.fault_class is FaultClass.FATAL or quarantine:
         b.go(Phase.QUARANTINED, finding.reason, finding.message)
         b.ensure_cordon(QUARANTINE_TAINT, finding.reason, finding.reason)
         _quarantined(b)
@@ -524,7 +534,7 @@ def _back_in_service(b: _Builder, reason: str, message: str) -> None:
 
 def _validating(b: _Builder) -> None:
     status, spec = b.status, b.policy.spec
-    if not _probe_done(status):
+    if not probe_done(status):
         timeout = spec.validation.timeout
         if status.phase_since is not None and b.now - status.phase_since > timeout:
             _retry_probe(b, "ValidationTimedOut", f"no probe result within {timeout}")
@@ -545,6 +555,16 @@ def _validating(b: _Builder) -> None:
         return
     if finding is None:
         suite = status.probe.suite if status.probe else "probe"
+        if spec.validation.periodic.enabled:
+            # A validation is a verification and more: the next one is due an interval on.
+            b.set(
+                verification=VerificationStatus(
+                    last_time=b.now,
+                    last_result=VerificationResult.PASSED,
+                    message=f"{suite} validation passed",
+                    next=b.now + spec.validation.periodic.interval,
+                )
+            )
         _back_in_service(b, "ValidationPassed", f"{suite} validation passed")
         return
     admission = safety.admit_unhealthy(

@@ -20,14 +20,14 @@ import math
 from dataclasses import dataclass
 
 from pitcrew.api.gpunode import Phase
-from pitcrew.api.policy import SafetySpec
+from pitcrew.api.policy import PeriodicVerificationSpec, SafetySpec
 from pitcrew.api.vocabulary import UNHEALTHY
 from pitcrew.core.views import FleetView
 
 DEFAULT_MAX_UNHEALTHY = "10%"
 
 
-def _resolve(value: int | str, total: int) -> int:
+def resolve(value: int | str, total: int) -> int:
     if isinstance(value, int):
         return value
     percent = int(value.rstrip("%"))
@@ -39,8 +39,8 @@ def _resolve(value: int | str, total: int) -> int:
 def unhealthy_limit(safety: SafetySpec, *, total: int) -> int:
     """Most nodes that may be unhealthy at once."""
     if safety.min_healthy is not None:
-        return max(0, total - _resolve(safety.min_healthy, total))
-    return _resolve(
+        return max(0, total - resolve(safety.min_healthy, total))
+    return resolve(
         safety.max_unhealthy if safety.max_unhealthy is not None else DEFAULT_MAX_UNHEALTHY, total
     )
 
@@ -98,5 +98,21 @@ def admit_remediation(safety: SafetySpec, fleet: FleetView) -> Admission:
             "RemediationLimit",
             f"{remediating} remediations in progress (maxConcurrentRemediations "
             f"{safety.max_concurrent_remediations})",
+        )
+    return Admission(True)
+
+
+def verification_limit(periodic: PeriodicVerificationSpec, *, total: int) -> int:
+    """Most nodes of a pool verified at once: ``maxConcurrent``, at least one node."""
+    return max(1, resolve(periodic.max_concurrent, total))
+
+
+def admit_verification(periodic: PeriodicVerificationSpec, fleet: FleetView) -> Admission:
+    limit = verification_limit(periodic, total=fleet.total)
+    if fleet.verifying >= limit:
+        return Admission(
+            False,
+            "VerificationLimit",
+            f"{fleet.verifying} verifications in progress (maxConcurrent {limit})",
         )
     return Admission(True)

@@ -49,6 +49,9 @@ class PodView:
     job_name: str = ""
     """The Kubernetes Job that created it (probe and reset pods)."""
     succeeded: bool = False
+    disruption: str = ""
+    """Reason of its ``DisruptionTarget`` condition (``PreemptionByScheduler``, ...): the
+    pod is being removed to make room or by an eviction."""
 
     @property
     def key(self) -> str:
@@ -137,6 +140,8 @@ class FleetView:
     """Names of nodes in phase Spare, oldest first."""
     refused: int = 0
     """Nodes the circuit breaker is keeping in service although they failed."""
+    verifying: int = 0
+    """Nodes with a periodic verification in flight."""
 
     def count(self, *phases: Phase) -> int:
         return sum(self.phases.get(p, 0) for p in phases)

@@ -75,6 +75,9 @@ class KubeCluster:
     def create_job(self, job: Object) -> bool:
         return jobs.create(self.api, job)
 
+    def delete_job(self, *, namespace: str, name: str) -> bool:
+        return jobs.delete(self.api, namespace=namespace, name=name)
+
     def apply_gpunode_status(self, *, node: str, status: Object) -> Object:
         return gpunodes.apply_status(self.api, node=node, status=status, manager=OPERATOR_MANAGER)
 

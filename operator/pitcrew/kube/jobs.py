@@ -190,6 +190,20 @@ def create(api: client.ApiClient, job: dict[str, Any]) -> bool:
     return True
 
 
+def delete(api: client.ApiClient, *, namespace: str, name: str) -> bool:
+    """Delete a Job and its pods (background propagation); False when it is gone
+    already. Its pods are deleted by the garbage collector with their grace period."""
+    try:
+        retrying(client.BatchV1Api(api).delete_namespaced_job)(
+            name, namespace, propagation_policy="Background"
+        )
+    except client.ApiException as error:
+        if error.status == 404:
+            return False
+        raise
+    return True
+
+
 PAIR_PORT = 29600
 TERMINATION_LOG = "/dev/termination-log"
 

@@ -22,7 +22,8 @@ from pitcrew.api.gpunode import Phase
 from pitcrew.api.vocabulary import CORDONED_BY, SPARE_TAINT, VALIDATING_TAINT
 from pitcrew.core import actions as a
 from pitcrew.core import node_edits
-from pitcrew.core.lifecycle import bounded_name, decide, probe_name, remediation_key
+from pitcrew.core.lifecycle import decide
+from pitcrew.core.names import bounded_name, probe_name, remediation_key
 from pitcrew.core.views import NodeView, Taint
 
 LATER = T0 + datetime.timedelta(minutes=1)

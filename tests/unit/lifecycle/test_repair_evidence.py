@@ -12,7 +12,8 @@ from pitcrew.api.gpunode import Phase, RemediationStatus
 from pitcrew.api.policy import RemediationAction
 from pitcrew.api.vocabulary import QUARANTINE_TAINT
 from pitcrew.core import actions as a
-from pitcrew.core.lifecycle import decide, repair_evidence
+from pitcrew.core.evidence import repair_evidence
+from pitcrew.core.lifecycle import decide
 from pitcrew.core.views import NodeView, PodView
 
 LATER = T0 + datetime.timedelta(minutes=2)
