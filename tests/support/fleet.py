@@ -22,6 +22,26 @@ GROUP_LABEL = "e2e.pitcrew.dev/group"
 NAMESPACE = "pitcrew-system"
 
 
+PROBE_PRIORITY = "e2e-probe-priority"
+
+
+def probe_priority(api: client.ApiClient) -> None:
+    """A PriorityClass like the chart's probe class (not the chart's own name: the
+    chart test installs that one): below every workload, preempting nothing."""
+    try:
+        client.SchedulingV1Api(api).create_priority_class(
+            {
+                "metadata": {"name": PROBE_PRIORITY},
+                "value": -10,
+                "preemptionPolicy": "Never",
+                "description": "Pitcrew probes: any workload preempts them.",
+            }
+        )
+    except client.ApiException as error:
+        if error.status != 409:
+            raise
+
+
 def eventually(
     check: Callable[[], Any], *, timeout: float = 60.0, what: str, interval: float = 0.25
 ) -> Any:

@@ -69,6 +69,9 @@ SIMULATED_LABEL: Final = f"{PREFIX}/simulated"
 RACK_LABEL: Final = f"topology.{PREFIX}/rack"
 FAULTS_ANNOTATION: Final = f"{SIM_PREFIX}/faults"
 REPAIR_FAILS_ANNOTATION: Final = f"{SIM_PREFIX}/repair-fails"
+PROBE_FOR_ANNOTATION: Final = f"{SIM_PREFIX}/probe-for"
+"""How long a probe pod runs on this simulated node (a Duration; default: sim-agents'
+``--probe-seconds``)."""
 
 # -- NVIDIA's names, read from Nodes ------------------------------------------------------------
 GPU_RESOURCE: Final = "nvidia.com/gpu"

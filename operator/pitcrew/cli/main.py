@@ -182,6 +182,7 @@ def _sim_agents(args: argparse.Namespace) -> int:
         probe_api=api_client(args.probe_kubeconfig) if args.probe_kubeconfig else None,
         agent_pods=pods,
         noise=args.noise,
+        probe_seconds=args.probe_seconds,
     ).run()
     return 0
 
@@ -322,6 +323,13 @@ def _add_runtime(commands: Commands) -> None:
         default=1.0,
         help="how hostile the simulated GPUs are: 1 the default noise, 0 exact readings, "
         "2 twice the drift and NVML failures (docs/faults.md)",
+    )
+    sim.add_argument(
+        "--probe-seconds",
+        type=float,
+        default=1.0,
+        help="how long a simulated probe pod runs before it reports (a node's "
+        "sim.pitcrew.dev/probe-for annotation overrides it)",
     )
     sim.add_argument(
         "--probe-kubeconfig",

@@ -14,9 +14,11 @@ the GPUNode writes is the production code path; only the GPUs are simulated.
   remediation action (e.g. ``reset-gpu,reboot``), which models a GPU that
   only a replacement fixes.
 - **Probe Jobs** on simulated nodes are answered as the probe pod would: the
-  active suite runs on the simulated backend and the report is written to
-  ``GPUNode.status.probe`` (field manager ``pitcrew-probe``); kwok then
-  completes the pod.
+  pod runs for ``--probe-seconds`` (or the node's ``sim.pitcrew.dev/probe-for``),
+  then the active suite runs on the simulated backend, the report is written to
+  ``GPUNode.status.probe`` (field manager ``pitcrew-probe``) and the pod
+  succeeds. A probe pod deleted before then (preempted by a workload, its Job
+  cancelled) writes nothing, as a killed probe would not.
 - **Checks** are those the operator publishes in each GPUNode's
   ``spec.checks`` (interval, heartbeat, thresholds, disabled checks, expected
   GPUs), as for a real agent; ``--interval``/``--heartbeat`` hold until then.
@@ -43,13 +45,14 @@ from gpuhealth.checks import Expectations
 from gpuhealth.faults import FaultListError, parse_faults
 from gpuhealth.runner import Checker
 from pitcrew.api.gpunode import ChecksStatus
-from pitcrew.api.meta import GROUP, VERSION
+from pitcrew.api.meta import GROUP, VERSION, Duration
 from pitcrew.api.vocabulary import (
     FAULTS_ANNOTATION,
     LAST_REMEDIATION,
     NODE_LABEL,
     PAIR_ANNOTATION,
     PAIR_LABEL,
+    PROBE_FOR_ANNOTATION,
     PROBE_LABEL,
     PROBE_MANAGER,
     RANK_LABEL,
@@ -76,6 +79,16 @@ SCHEDULE_S = 0.5
 
 
 AGENT_POD_LABEL = "sim.pitcrew.dev/agent"
+
+
+def _duration(text: str | None, node: str) -> datetime.timedelta | None:
+    if not text:
+        return None
+    try:
+        return Duration(text)
+    except ValueError as error:
+        logger.error("node %s: %s %r is no duration (%s)", node, PROBE_FOR_ANNOTATION, text, error)
+        return None
 
 
 class AgentPods:
@@ -158,6 +171,8 @@ class SimNode:
         """``time.monotonic()`` of the last periodic sweep."""
         self.faults_text: str | None = None
         self.probed: set[str] = set()
+        self.probe_for: datetime.timedelta | None = None
+        """How long its probe pods run (``sim.pitcrew.dev/probe-for``), if it says."""
 
 
 class SimAgents:
@@ -171,8 +186,11 @@ class SimAgents:
         agent_pods: AgentPods | None = None,
         workers: int = 16,
         noise: float = 1.0,
+        probe_seconds: float = 1.0,
     ) -> None:
         self.api = api
+        self.probe_seconds = probe_seconds
+        """How long a probe pod runs before it reports, unless its node says."""
         self.probe_api = probe_api or api
         """Probe reports are written with the probe ServiceAccount's own credentials, as
         a probe pod would: a permission the chart does not grant fails here too."""
@@ -221,6 +239,7 @@ class SimAgents:
         if not ((node.get("status") or {}).get("nodeInfo") or {}).get("bootID"):
             self.urgent.submit(self._boot, name)  # the kubelet reports its boot ID
         annotations = node["metadata"].get("annotations") or {}
+        sim.probe_for = _duration(annotations.get(PROBE_FOR_ANNOTATION), name)
         urgent = False
         if sim.core.note_remediation(annotations):
             if not self._repair(sim, annotations):
@@ -326,10 +345,17 @@ class SimAgents:
         node, suite = labels.get(NODE_LABEL), labels.get(SUITE_LABEL)
         sim = self.nodes.get(node or "")
         job = labels.get("job-name") or pod["metadata"]["name"]
-        if sim is None or suite is None or job in sim.probed:
+        running = (pod.get("status") or {}).get("phase") == "Running"
+        if sim is None or suite is None or not running or job in sim.probed:
             return
         sim.probed.add(job)
-        self.urgent.submit(self._probe, sim, suite, job)
+        seconds = sim.probe_for.total_seconds() if sim.probe_for else self.probe_seconds
+        where = (pod["metadata"]["namespace"], pod["metadata"]["name"])
+        timer = threading.Timer(
+            seconds, self.urgent.submit, args=(self._probe, sim, suite, job, where)
+        )
+        timer.daemon = True
+        timer.start()
 
     def _on_pair_pod(self, pod: dict[str, Any], labels: dict[str, str]) -> None:
         """Finish a pair test as the kubelet would for its rank-0 pod: once the pod has
@@ -365,7 +391,20 @@ class SimAgents:
         except Exception:
             logger.exception("simulated pair pod %s: leaving its report failed", meta["name"])
 
-    def _probe(self, sim: SimNode, suite: str, job: str) -> None:
+    def _probe(self, sim: SimNode, suite: str, job: str, where: tuple[str, str]) -> None:
+        """The probe pod's run ends: report and succeed, unless the pod is gone."""
+        namespace, name = where
+        try:
+            raw: Any = self.core.read_namespaced_pod(name, namespace, _preload_content=False)
+            pod = json.loads(raw.data)
+        except client.ApiException as error:
+            if error.status != 404:
+                logger.exception("simulated probe on %s: reading pod %s failed", sim.name, name)
+            return
+        stopped = pod["metadata"].get("deletionTimestamp") is not None
+        if stopped or (pod.get("status") or {}).get("phase") != "Running":
+            logger.info("probe pod %s on %s was stopped before it reported", name, sim.name)
+            return
         try:
             report = sim.checker.run(
                 suite=PROBE_SUITES.get(suite, "full"), probes=SimProbes(sim.backend)
@@ -383,8 +422,43 @@ class SimAgents:
                 status={"probe": probe.model_dump(mode="json", by_alias=True, exclude_none=True)},
                 manager=PROBE_MANAGER,
             )
+            self._exit(pod, exit_code=0)
         except Exception:
             logger.exception("simulated probe on %s failed", sim.name)
+
+    def _exit(self, pod: dict[str, Any], *, exit_code: int) -> None:
+        """End a probe pod's container as its kubelet would report it."""
+        now = datetime.datetime.now(datetime.UTC).isoformat()
+        statuses = [
+            {
+                "name": c["name"],
+                "image": c["image"],
+                "ready": False,
+                "restartCount": 0,
+                "started": False,
+                "state": {
+                    "terminated": {
+                        "exitCode": exit_code,
+                        "reason": "Completed" if exit_code == 0 else "Error",
+                        "startedAt": now,
+                        "finishedAt": now,
+                    }
+                },
+            }
+            for c in pod["spec"]["containers"]
+        ]
+        body = {
+            "status": {
+                "phase": "Succeeded" if exit_code == 0 else "Failed",
+                "conditions": [
+                    {"type": "Ready", "status": "False", "reason": "PodCompleted"},
+                    {"type": "ContainersReady", "status": "False", "reason": "PodCompleted"},
+                ],
+                "containerStatuses": statuses,
+            }
+        }
+        meta = pod["metadata"]
+        retrying(self.core.patch_namespaced_pod_status)(meta["name"], meta["namespace"], body)
 
     # -- loops ----------------------------------------------------------------------------
 

@@ -56,6 +56,25 @@ INVALID_POLICIES = {
         with_spec(VALID_POLICY, goodput={"windows": ["1h", "7d"]}),
         "each goodput window must be between 1m and 24h",
     ),
+    "verification more often than every 5m": (
+        with_spec(
+            VALID_POLICY,
+            validation={"priorityClassName": "p", "periodic": {"enabled": True, "interval": "1m"}},
+        ),
+        "validation.periodic.interval must be at least 5m",
+    ),
+    "verification of no node at once": (
+        with_spec(VALID_POLICY, validation={"periodic": {"maxConcurrent": 0}}),
+        "validation.periodic.maxConcurrent must be at least 1 node or a percentage",
+    ),
+    "verification at 0 percent": (
+        with_spec(VALID_POLICY, validation={"periodic": {"maxConcurrent": "0%"}}),
+        "validation.periodic.maxConcurrent must be at least 1 node or a percentage",
+    ),
+    "verification without a probe PriorityClass": (
+        with_spec(VALID_POLICY, validation={"periodic": {"enabled": True}}),
+        "validation.periodic needs validation.priorityClassName",
+    ),
     "empty selector": (
         with_spec(VALID_POLICY, nodeSelector={}),
         "an empty selector would match every node in the cluster",
@@ -201,6 +220,12 @@ def test_minimal_policy_is_stored_with_every_default(custom: client.CustomObject
             "retire",
         ]
         assert spec["validation"]["burnInOnJoin"] is True
+        assert spec["validation"]["periodic"] == {
+            "enabled": False,
+            "interval": "1h",
+            "maxConcurrent": "5%",
+            "suite": "quick",
+        }
     finally:
         custom.delete_cluster_custom_object(GROUP, VERSION, "gpuhealthpolicies", name)
 

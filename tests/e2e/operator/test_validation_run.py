@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fleet import NAMESPACE, Fleet, eventually
+from fleet import NAMESPACE, PROBE_PRIORITY, Fleet, eventually, probe_priority
 from kubernetes import client
 
 GROUP, VERSION = "pitcrew.dev", "v1alpha1"
@@ -23,26 +23,6 @@ def create_run(fleet: Fleet, name: str, **spec: object) -> None:
             },
         },
     )
-
-
-PROBE_PRIORITY = "e2e-probe-priority"
-
-
-def probe_priority(api: client.ApiClient) -> None:
-    """A PriorityClass like the chart's probe class (not the chart's own name: the
-    chart test installs that one): below every workload, preempting nothing."""
-    try:
-        client.SchedulingV1Api(api).create_priority_class(
-            {
-                "metadata": {"name": PROBE_PRIORITY},
-                "value": -10,
-                "preemptionPolicy": "Never",
-                "description": "Pitcrew probes: any workload preempts them.",
-            }
-        )
-    except client.ApiException as error:
-        if error.status != 409:
-            raise
 
 
 def run_status(fleet: Fleet, name: str) -> dict[str, object]:

@@ -77,3 +77,20 @@ def test_a_naive_timestamp_is_refused() -> None:
     aware = GPUNodeStatus.model_validate({"phaseSince": "2026-12-01T12:00:00Z"})
     assert aware.phase_since is not None
     assert aware.phase_since.utcoffset() == datetime.timedelta(0)
+
+
+def test_periodic_verification_defaults_and_its_shortest_interval() -> None:
+    periodic = GPUHealthPolicySpec.model_validate({"nodeSelector": SELECTOR}).validation.periodic
+    assert (periodic.enabled, str(periodic.interval), periodic.max_concurrent) == (
+        False,
+        "1h",
+        "5%",
+    )
+    assert str(periodic.suite) == "quick"
+    with pytest.raises(ValidationError, match="at least 5m"):
+        GPUHealthPolicySpec.model_validate(
+            {
+                "nodeSelector": SELECTOR,
+                "validation": {"periodic": {"interval": "4m59s"}},
+            }
+        )
