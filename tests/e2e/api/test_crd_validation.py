@@ -10,9 +10,11 @@ from __future__ import annotations
 import copy
 import json
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client
 
 GROUP, VERSION = "pitcrew.dev", "v1alpha1"
@@ -228,6 +230,18 @@ def test_minimal_policy_is_stored_with_every_default(custom: client.CustomObject
         }
     finally:
         custom.delete_cluster_custom_object(GROUP, VERSION, "gpuhealthpolicies", name)
+
+
+def test_the_example_policy_is_accepted(custom: client.CustomObjectsApi) -> None:
+    example = yaml.safe_load(Path("examples/gpuhealthpolicy.yaml").read_text())
+    example["metadata"]["name"] = f"example-{uuid.uuid4().hex[:8]}"
+    stored = custom.create_cluster_custom_object(GROUP, VERSION, "gpuhealthpolicies", example)
+    try:
+        assert stored["spec"]["validation"]["periodic"]["enabled"] is True
+    finally:
+        custom.delete_cluster_custom_object(
+            GROUP, VERSION, "gpuhealthpolicies", example["metadata"]["name"]
+        )
 
 
 def test_crds_are_established_with_short_names(
