@@ -1,7 +1,8 @@
 """The timer that turns the operator's cache into GPU-time and job-time metrics.
 
-Every few seconds it reads the store (no API calls): each node's phase and
-GPU count go to the :class:`~pitcrew.core.fleet_ledger.FleetLedger`, each
+Every few seconds it reads the store (no API calls): each node's phase, its
+transitions and GPU count go to the :class:`~pitcrew.core.fleet_ledger.FleetLedger`
+(which splits the time at the transitions, so the tick's length is no error), each
 training job's pods, their nodes and rank 0's progress annotation to a
 :class:`~pitcrew.core.job_ledger.JobLedger`; what the ledgers return is added to
 the Prometheus counters. The same fleet ledger answers the policy status's
@@ -26,9 +27,13 @@ from pitcrew.api.vocabulary import (
 from pitcrew.client.progress import decode
 from pitcrew.controller import metrics
 from pitcrew.controller.store import Store
-from pitcrew.core.convert import gpu_capacity, gpu_model, pod_gpus
+from pitcrew.core.convert import gpu_capacity, gpu_model, job_pod, pod_gpus
 from pitcrew.core.fleet_ledger import FleetLedger, NodeTime
 from pitcrew.core.job_ledger import CATEGORIES, Cause, JobLedger, JobObservation, JobPod
+
+RECENTLY_OUT = datetime.timedelta(minutes=10)
+"""A node taken out of service within this long still marks its jobs' lost pods as lost
+to a node fault, though it may be back in service by the tick that sees the loss."""
 
 
 class Accountant:
@@ -67,8 +72,21 @@ class Accountant:
             if len(pools) != 1:
                 continue
             summary = self.store.summary(name)
-            times.append(NodeTime(pools[0], summary.phase, gpu_capacity(node), summary.since))
-            if summary.phase in OUT_OF_SERVICE:
+            history = tuple(self.store.status(name).history)
+            times.append(
+                NodeTime(
+                    pools[0],
+                    summary.phase,
+                    gpu_capacity(node),
+                    summary.since,
+                    name=name,
+                    transitions=history,
+                )
+            )
+            recent = now - RECENTLY_OUT
+            if summary.phase in OUT_OF_SERVICE or any(
+                t.to_phase in OUT_OF_SERVICE and t.time > recent for t in history
+            ):
                 out.add(name)
             if summary.heartbeat is not None:
                 metrics.HEARTBEAT.labels(name).set(summary.heartbeat.timestamp())
@@ -95,32 +113,43 @@ class Accountant:
         return frozenset(out)
 
     def _observations(self, out: frozenset[str]) -> dict[str, JobObservation]:
-        grouped: dict[str, list[dict[str, Any]]] = {}
-        for pod in self.store.pods.values():
+        grouped: dict[str, list[tuple[dict[str, Any], bool]]] = {}
+        departed = self.store.take_departed()
+        for pod, gone in [
+            *((p, False) for p in self.store.pods.values()),
+            *((p, True) for p in departed),
+        ]:
             meta = pod.get("metadata") or {}
             job = (meta.get("labels") or {}).get(JOB_LABEL)
             if job:
-                grouped.setdefault(f"{meta.get('namespace', '')}/{job}", []).append(pod)
-        return {job: self._observe(pods, out) for job, pods in grouped.items()}
+                grouped.setdefault(f"{meta.get('namespace', '')}/{job}", []).append((pod, gone))
+        return {
+            job: self._observe(pods, out)
+            for job, pods in grouped.items()
+            if any(not gone for _, gone in pods)  # only departed pods: the job is over
+        }
 
-    def _observe(self, pods: list[dict[str, Any]], out: frozenset[str]) -> JobObservation:
+    def _observe(
+        self, pods: list[tuple[dict[str, Any], bool]], out: frozenset[str]
+    ) -> JobObservation:
         members: list[JobPod] = []
         progress = None
         size: int | None = None
-        for pod in pods:
+        for pod, gone in pods:
             meta = pod.get("metadata") or {}
             node = (pod.get("spec") or {}).get("nodeName") or ""
-            phase = (pod.get("status") or {}).get("phase")
-            running = phase == "Running" and not meta.get("deletionTimestamp")
             model = gpu_model(self.store.nodes.get(node) or {})
             peak = model.peak_bf16_tflops * 1e12 if model else None
-            members.append(JobPod(meta.get("name", ""), running, node, pod_gpus(pod), peak))
-            progress = decode((meta.get("annotations") or {}).get(PROGRESS_ANNOTATION)) or progress
+            members.append(job_pod(pod, gpus=pod_gpus(pod), peak=peak, gone=gone))
+            if not gone:
+                annotation = (meta.get("annotations") or {}).get(PROGRESS_ANNOTATION)
+                progress = decode(annotation) or progress
             declared = (meta.get("labels") or {}).get(JOB_SIZE_LABEL)
             if declared and declared.isdigit():
                 size = int(declared)
-        finished = bool(pods) and all(
-            (p.get("status") or {}).get("phase") == "Succeeded" for p in pods
+        present = [p for p, gone in pods if not gone]
+        finished = bool(present) and all(
+            (p.get("status") or {}).get("phase") == "Succeeded" for p in present
         )
         return JobObservation(
             pods=tuple(members),

@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from pitcrew.api.gpunode import AgentChecks, GPUNodeStatus, Phase
+from pitcrew.api.vocabulary import JOB_LABEL
 from pitcrew.core.convert import (
     UnreadableStatusError,
     gpunode_status,
@@ -32,6 +33,9 @@ from pitcrew.core.fleet import Summary, summarize
 from pitcrew.core.views import PolicyView
 
 Object = dict[str, Any]
+DEPARTED_MAX = 10_000
+"""Deleted training pods kept between two accountant ticks, at most (a mass deletion
+beyond it loses only the stop times of the rest, never a pod still running)."""
 
 
 def _version(obj: Object) -> int | None:
@@ -49,6 +53,10 @@ class Store:
         self.runs: dict[str, Object] = {}
         self.pods: dict[str, Object] = {}
         self.pods_by_node: dict[str, dict[str, Object]] = defaultdict(dict)
+        self.departed: dict[str, Object] = {}
+        """Training pods (``pitcrew.dev/job``) deleted since the accountant last took
+        them (:meth:`take_departed`), by UID, as last seen: when a pod stopped is
+        evidence the job ledger needs even after the pod is gone."""
         self._statuses: dict[str, tuple[Any, GPUNodeStatus, Summary, str]] = {}
         self._policies: dict[str, tuple[Any, PolicyView | None, str]] = {}
         self._matched: dict[str, tuple[Any, int, tuple[str, ...]]] = {}
@@ -159,6 +167,8 @@ class Store:
             if deleted:
                 self.pods.pop(key, None)
                 self.pods_by_node[old_node or node].pop(key, None)
+                if JOB_LABEL in (meta.get("labels") or {}) and len(self.departed) < DEPARTED_MAX:
+                    self.departed[meta.get("uid") or key] = obj
                 return old_node or node or None
             if not self._newer(previous, obj):
                 return None
@@ -186,6 +196,11 @@ class Store:
         elif self._newer(table.get(name), obj):
             table[name] = obj
         return name if kind in ("node", "gpunode") else None
+
+    def take_departed(self) -> list[Object]:
+        """The training pods deleted since the last call (each is handed out once)."""
+        taken, self.departed = list(self.departed.values()), {}
+        return taken
 
     def pods_on(self, node: str) -> list[Object]:
         return list(self.pods_by_node.get(node, {}).values())

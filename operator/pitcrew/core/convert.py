@@ -18,6 +18,7 @@ from pitcrew.api.vocabulary import (
     JOB_LABEL,
     PROBE_LABEL,
 )
+from pitcrew.core.job_ledger import JobPod
 from pitcrew.core.views import NodeView, PodView, PolicyView, Taint
 
 EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
@@ -120,6 +121,43 @@ def pod_gpus(pod: dict[str, Any]) -> int:
         except (TypeError, ValueError):
             continue
     return total
+
+
+def job_pod(pod: dict[str, Any], *, gpus: int, peak: float | None, gone: bool) -> JobPod:
+    """A training pod as the job ledger reads it, with the times that place an
+    interruption exactly: when its containers last started, and when it stopped (the
+    deletion request, which is the deletion timestamp less its grace period, or a
+    container's last ``finishedAt``)."""
+    meta = pod.get("metadata") or {}
+    status = pod.get("status") or {}
+    containers = status.get("containerStatuses") or []
+    started = [
+        parse_time(((c.get("state") or {}).get("running") or {}).get("startedAt"))
+        for c in containers
+    ]
+    finished = [
+        parse_time(((c.get(kind) or {}).get("terminated") or {}).get("finishedAt"))
+        for c in containers
+        for kind in ("state", "lastState")
+    ]
+    stopped = [t for t in finished if t is not None]
+    deleting = parse_time(meta.get("deletionTimestamp"))
+    if deleting is not None:
+        grace = meta.get("deletionGracePeriodSeconds") or 0
+        stopped.append(deleting - datetime.timedelta(seconds=int(grace)))
+    running = status.get("phase") == "Running" and deleting is None and not gone
+    return JobPod(
+        name=str(meta.get("name", "")),
+        running=running,
+        node=str((pod.get("spec") or {}).get("nodeName") or ""),
+        gpus=gpus,
+        peak_flops_per_gpu=peak,
+        uid=str(meta.get("uid", "")),
+        restarts=sum(int(c.get("restartCount") or 0) for c in containers),
+        started_at=max((t for t in started if t is not None), default=None),
+        stopped_at=max(stopped, default=None),
+        gone=gone,
+    )
 
 
 class UnreadableStatusError(ValueError):

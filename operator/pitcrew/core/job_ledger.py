@@ -3,17 +3,32 @@
 A pure ledger, fed on a timer with what the operator sees of each job (its
 pods labelled ``pitcrew.dev/job``, the phases of their nodes, the progress
 rank 0 writes with :mod:`pitcrew.client.progress`). The categories partition the
-job's wall time, so job goodput is ``productive / all`` over any window:
+job's wall time, so job goodput is ``productive / all`` over any window.
 
-- **productive**: running time up to the job's last checkpoint. Time since
-  the last checkpoint is *pending*: it becomes productive at the next
-  checkpoint, or **wasted** when an interruption throws it away (the job
-  restarts from that checkpoint). A job that never reports checkpoints has
-  all its running time counted productive: nothing says what it would lose.
-- **recovery**: from a pod lost to a node fault (its node left service)
-  until every pod of the job runs again;
-- **waiting**: not all pods running for any other reason (first scheduling,
-  a preemption, capacity).
+The ledger places each event at the time the job shows it happened, not at
+the tick that sees it, so an outage shorter than a tick is still an
+outage:
+
+- **interrupted** at the earliest evidence: a pod that stopped (its
+  container's ``finishedAt``, its deletion time), a pod replaced (a new UID)
+  or restarted (a higher restart count), or a progress report whose step is
+  lower than one before it (a restart from a checkpoint). The running time
+  since the last checkpoint is **wasted** (the lost steps times the step
+  time); the cause is a node fault when a pod's node left service.
+- **recovery** (a node fault) or **waiting** (anything else: first
+  scheduling, capacity, a preemption) lasts until progress resumes: every
+  pod runs again and a report shows steps beyond the checkpoint the job
+  restarted from; resumption is placed at that report's time less the steps
+  since the checkpoint at the measured step time. A job that reports no
+  progress resumes when its last pod started.
+- **productive** is running time credited at each checkpoint (running time
+  since the last checkpoint is *pending* until then); a job that never
+  reports checkpoints has all its running time productive, since nothing
+  says what it would lose.
+
+Time already credited is never taken back (the counters cannot go down):
+what is uncertain (running since the checkpoint, down until resumption is
+seen) stays pending until the evidence says which it was.
 
 Model FLOPs utilisation comes from the progress reports too: FLOPs per step
 (or 6 x parameters x tokens per step) times steps per second, over the
@@ -65,6 +80,19 @@ class JobPod:
     gpus: int
     peak_flops_per_gpu: float | None = None
     """Peak dense bf16 FLOP/s of the node's GPU model, if known."""
+    uid: str = ""
+    restarts: int = 0
+    """Container restarts: a higher count than before is an interruption."""
+    started_at: datetime.datetime | None = None
+    """When its containers last started running."""
+    stopped_at: datetime.datetime | None = None
+    """When it stopped: its deletion, or its last container's ``finishedAt``."""
+    gone: bool = False
+    """Deleted: no longer in the cluster, kept in the observation for its stop time."""
+
+    @property
+    def key(self) -> str:
+        return self.uid or self.name
 
 
 @dataclass(frozen=True)
@@ -72,7 +100,7 @@ class JobObservation:
     pods: tuple[JobPod, ...]
     progress: Progress | None = None
     out_of_service: frozenset[str] = frozenset()
-    """Nodes (of this job, now or at the last tick) that Pitcrew has taken out of service."""
+    """Nodes Pitcrew has taken out of service (now, or since the last tick)."""
     size: int | None = None
     """Pods the job needs (``pitcrew.dev/job-size``); default: the most ever seen."""
     finished: bool = False
@@ -88,79 +116,200 @@ class Tick:
     gpus: int = 0
 
 
+class State(StrEnum):
+    WAITING = "waiting"
+    RUNNING = "running"
+    DOWN = "down"
+    FINISHED = "finished"
+
+
 @dataclass
 class JobLedger:
     last: datetime.datetime
+    """The time of the previous tick (the ledger starts counting here)."""
     size: int = 0
-    nodes: dict[str, str] = field(default_factory=dict)
-    """pod -> node at the last tick: where a pod that vanished used to run."""
-    running: bool = False
-    pending: float = 0.0
-    """Running seconds since the last checkpoint (productive once checkpointed)."""
+    state: State = State.WAITING
+    since: datetime.datetime | None = None
+    """Start of the stretch not yet credited (running since the last checkpoint, or
+    down since the interruption)."""
+    cause: Cause = Cause.OTHER
+    """Why the job is down."""
+    pods: dict[str, JobPod] = field(default_factory=dict)
+    """The pods of the last tick, by name."""
     checkpoint: datetime.datetime | None = None
-    recovering: bool = False
+    restart_step: int = 0
+    """The checkpoint step the job restarts from after an interruption."""
+    top_step: int | None = None
+    """The highest step reported since the job last (re)started."""
+    step_seconds: float | None = None
+    reports: bool = False
+    """The job reports progress (then it resumes when its progress does)."""
+    checkpoints: bool = False
+    """The job reports checkpoints (then running time since the last one is pending)."""
     progress: Progress | None = None
+    """The last progress report since the job last (re)started."""
     achieved_flops: float | None = None
 
     def tick(self, observation: JobObservation, now: datetime.datetime) -> Tick:
-        dt = max(0.0, (now - self.last).total_seconds())
-        self.last = now
         out = Tick()
-        if observation.finished:
-            self._add(out, PRODUCTIVE, self.pending)
-            self.pending, self.running = 0.0, False
+        if self.since is None:
+            self.since = self.last
+        self.last = now
+        present = [p for p in observation.pods if not p.gone]
+        self.size = observation.size or max(self.size, len(present))
+        if self.state is State.FINISHED:
             return out
+        if observation.finished:
+            if self.state is State.RUNNING:
+                self._credit(out, PRODUCTIVE, now)
+            else:
+                self._credit(out, self._down_category(), now)
+            self.state = State.FINISHED
+            return out
+        progress = observation.progress
+        if self.state is State.RUNNING:
+            interrupted = self._interruption(observation, now)
+            if interrupted is not None:
+                when, cause = interrupted
+                # Without checkpoints nothing says what was lost: all of it counted.
+                self._credit(out, WASTED if self.checkpoints else PRODUCTIVE, when)
+                out.interruptions.append(cause)
+                self.state, self.cause = State.DOWN, cause
+                self.restart_step = self._checkpoint_step()
+                # Step times are measured again after the restart, never across it.
+                self.top_step, self.achieved_flops, self.progress = None, None, None
+        if self.state is not State.RUNNING:
+            self._resume(observation, now, out)
+        if self.state is State.RUNNING:
+            self._run(progress, now, out)
+            if progress is not None and (self.top_step is None or progress.step > self.top_step):
+                self.top_step = progress.step
+        self._measure(progress)
+        self.pods = {p.key: p for p in present}
         live = [p for p in observation.pods if p.running]
-        self.size = observation.size or max(self.size, len(observation.pods))
-        current = {p.name: p.node for p in observation.pods}
-        lost = [node for pod, node in self.nodes.items() if pod not in current]
-        faulted = any(n in observation.out_of_service for n in [*lost, *current.values()])
-        runs_now = bool(live) and len(live) >= self.size and not faulted
-        if self.running and (lost or not runs_now):  # a pod replaced between ticks counts too
-            cause = Cause.NODE_FAULT if faulted else Cause.OTHER
-            out.interruptions.append(cause)
-            self._add(out, WASTED, self.pending)
-            self.pending = 0.0
-            self.recovering = cause is Cause.NODE_FAULT
-            self.achieved_flops = None
-        if runs_now:
-            self._run(observation.progress, dt, now, out)
-            self.recovering = False
-            peak = sum(p.gpus * p.peak_flops_per_gpu for p in live if p.peak_flops_per_gpu)
-            if self.achieved_flops is not None and peak > 0:
-                out.mfu = self.achieved_flops / peak
-        else:
-            self._add(out, RECOVERY if self.recovering else WAITING, dt)
-        self.running = runs_now
-        self.nodes = current
         out.gpus = sum(p.gpus for p in live)
+        peak = sum(p.gpus * p.peak_flops_per_gpu for p in live if p.peak_flops_per_gpu)
+        if self.state is State.RUNNING and self.achieved_flops is not None and peak > 0:
+            out.mfu = self.achieved_flops / peak
         return out
 
-    def _run(self, progress: Progress | None, dt: float, now: datetime.datetime, out: Tick) -> None:
-        if progress is None or progress.checkpoint_time is None:
-            self._add(out, PRODUCTIVE, dt)
+    # -- the evidence ---------------------------------------------------------------------
+
+    def _interruption(
+        self, observation: JobObservation, now: datetime.datetime
+    ) -> tuple[datetime.datetime, Cause] | None:
+        """When the running job was interrupted, and why; None if it was not."""
+        times: list[datetime.datetime] = []
+        nodes: set[str] = set()
+        since = self.since or now
+        current = {p.key: p for p in observation.pods}
+        for key, before in self.pods.items():
+            pod = current.get(key)
+            if pod is None:  # gone, and the store kept nothing of it
+                times.append(now)
+                nodes.add(before.node)
+            elif pod.restarts > before.restarts:
+                times.append(pod.stopped_at or now)
+                nodes.add(pod.node)
+        for pod in observation.pods:
+            stopped = pod.stopped_at is not None and pod.stopped_at >= since
+            if not pod.running and (stopped or (pod.key in self.pods and not pod.gone)):
+                times.append(pod.stopped_at if stopped and pod.stopped_at else now)
+                nodes.add(pod.node)
+        live = sum(p.running for p in observation.pods)
+        if live < self.size and not times:
+            times.append(now)
+        progress, top = observation.progress, self.top_step
+        if progress is not None and top is not None and progress.step < top:
+            # Restarted from a checkpoint between two ticks (inside its pods): at the
+            # latest after the last report that showed the higher step.
+            times.append(self.progress.time if self.progress is not None else now)
+        if not times:
+            return None
+        when = min(max(min(times), self.since or now), now)
+        faulted = bool(nodes & observation.out_of_service)
+        return when, Cause.NODE_FAULT if faulted else Cause.OTHER
+
+    def _resume(self, observation: JobObservation, now: datetime.datetime, out: Tick) -> None:
+        """Credit time down until progress resumes, or as far as it is sure."""
+        live = [p for p in observation.pods if p.running and not p.gone]
+        everyone = bool(live) and len(live) >= self.size
+        affected = {p.node for p in live} & observation.out_of_service
+        category = self._down_category()
+        if not everyone or affected:
+            self._credit(out, category, now)
+            return
+        started = max((p.started_at for p in live if p.started_at), default=None)
+        progress = observation.progress
+        self.reports = self.reports or progress is not None
+        if not self.reports:
+            resumed = min(now, started or now)
+        elif (
+            progress is not None
+            and progress.time > (self.since or now)
+            and progress.step > self.restart_step
+        ):
+            # The steps since the restart point, at the measured step time, before the
+            # report; with no step time measured yet, from when the last pod started.
+            if self.step_seconds is not None:
+                estimate = progress.time - self._steps_seconds(progress)
+            else:
+                estimate = started or progress.time
+            resumed = min(now, max(estimate, started or estimate, self.since or estimate))
         else:
-            self.pending += dt
-            if self.checkpoint is None or progress.checkpoint_time > self.checkpoint:
-                since = max(0.0, (now - progress.checkpoint_time).total_seconds())
-                self._add(out, PRODUCTIVE, max(0.0, self.pending - since))
-                self.pending = min(self.pending, since)
-                self.checkpoint = progress.checkpoint_time
-        self._measure(progress)
+            # Every pod runs, no progress yet: down at least until the last pod started.
+            if started is not None:
+                self._credit(out, category, min(now, started))
+            return
+        self._credit(out, category, resumed)
+        self.state = State.RUNNING
+        self.checkpoint = None
+        self.top_step = None
+
+    def _run(self, progress: Progress | None, now: datetime.datetime, out: Tick) -> None:
+        if progress is None or progress.checkpoint_time is None:
+            self._credit(out, PRODUCTIVE, now)
+            return
+        stamp = progress.checkpoint_time
+        self.checkpoints = True
+        if stamp > (self.since or stamp) and (self.checkpoint is None or stamp > self.checkpoint):
+            self._credit(out, PRODUCTIVE, min(stamp, now))
+            self.checkpoint = stamp
 
     def _measure(self, progress: Progress | None) -> None:
-        """Achieved model FLOP/s between the last two distinct progress reports."""
+        """Step time and achieved model FLOP/s between two distinct progress reports."""
         before = self.progress
         if progress is None or (before is not None and progress.time <= before.time):
             return
         self.progress = progress
-        flops = progress.model_flops_per_step
-        if before is None or flops is None or progress.step <= before.step:
+        if before is None or progress.step <= before.step:
             return
         elapsed = (progress.time - before.time).total_seconds()
-        self.achieved_flops = flops * (progress.step - before.step) / elapsed
+        self.step_seconds = elapsed / (progress.step - before.step)
+        flops = progress.model_flops_per_step
+        if flops is not None and self.state is State.RUNNING:
+            self.achieved_flops = flops * (progress.step - before.step) / elapsed
 
-    @staticmethod
-    def _add(out: Tick, category: str, seconds: float) -> None:
-        if seconds > 0:
+    # -- arithmetic -----------------------------------------------------------------------
+
+    def _checkpoint_step(self) -> int:
+        progress = self.progress
+        if progress is None or progress.checkpoint_step is None:
+            return 0
+        return progress.checkpoint_step
+
+    def _steps_seconds(self, progress: Progress) -> datetime.timedelta:
+        """How long the steps since the restart point took, at the measured step time."""
+        steps = max(0, progress.step - self.restart_step)
+        return datetime.timedelta(seconds=steps * (self.step_seconds or 0.0))
+
+    def _down_category(self) -> str:
+        return RECOVERY if self.state is State.DOWN and self.cause is Cause.NODE_FAULT else WAITING
+
+    def _credit(self, out: Tick, category: str, until: datetime.datetime) -> None:
+        """Credit ``[since, until)`` to ``category`` and move ``since`` on."""
+        since = self.since or until
+        if until > since:
+            seconds = (until - since).total_seconds()
             out.seconds[category] = out.seconds.get(category, 0.0) + seconds
+            self.since = until

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import datetime
+from typing import Any
 
+import pytest
 from lifecycle_data import T0
 from prometheus_client import REGISTRY
-from shell_fakes import gpunode, healthy_status, node_object, policy_object
+from shell_fakes import gpunode, healthy_status, node_object, policy_object, version
 
-from pitcrew.api.gpunode import Phase
+from pitcrew.api.gpunode import Phase, Transition
 from pitcrew.api.meta import Duration
+from pitcrew.api.vocabulary import JOB_LABEL, JOB_SIZE_LABEL
 from pitcrew.controller.accountant import Accountant
 from pitcrew.controller.store import Store
 
@@ -55,3 +58,101 @@ def test_goodput_is_answered_for_each_window_from_phase_time() -> None:
         {"window": "1h", "ratio": 0.75},  # in service 30 of the 40 minutes
     ]
     assert accountant.goodput("nobody", windows, now) == [{"window": "5m"}, {"window": "1h"}]
+
+
+def job_seconds(job: str, category: str) -> float:
+    return (
+        REGISTRY.get_sample_value("pitcrew_job_seconds_total", {"job": job, "category": category})
+        or 0.0
+    )
+
+
+def training_pod(name: str, node: str, uid: str, started: datetime.datetime) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "train",
+            "uid": uid,
+            "resourceVersion": version(),
+            "labels": {JOB_LABEL: "acct-llm", JOB_SIZE_LABEL: "2"},
+        },
+        "spec": {
+            "nodeName": node,
+            "containers": [{"name": "t", "resources": {"limits": {"nvidia.com/gpu": "8"}}}],
+        },
+        "status": {
+            "phase": "Running",
+            "containerStatuses": [
+                {
+                    "name": "t",
+                    "restartCount": 0,
+                    "state": {"running": {"startedAt": started.isoformat()}},
+                }
+            ],
+        },
+    }
+
+
+def test_a_pod_evicted_and_replaced_between_two_ticks_is_placed_at_its_deletion() -> None:
+    store = Store()
+    store.put("policy", policy_object())
+    for name in ("acct-d", "acct-e", "acct-f"):
+        store.put("node", node_object(name))
+        store.put("gpunode", gpunode(name, healthy_status()))
+    job = "train/acct-llm"
+    accountant = Accountant(store, now=T0)
+    for rank, node in enumerate(("acct-d", "acct-e")):
+        store.put("pod", training_pod(f"r{rank}", node, f"u{rank}", T0))
+    accountant.tick(T0)
+    before = {c: job_seconds(job, c) for c in ("productive", "wasted", "recovery", "waiting")}
+    accountant.tick(T0 + datetime.timedelta(seconds=5))
+    # Evicted at 6.5 s (the deletion timestamp is the request plus its 1 s grace),
+    # replaced on another node and running at 7 s; the next tick is at 10 s.
+    evicted = training_pod("r1", "acct-e", "u1", T0)
+    evicted["metadata"]["deletionTimestamp"] = (T0 + datetime.timedelta(seconds=7.5)).isoformat()
+    evicted["metadata"]["deletionGracePeriodSeconds"] = 1
+    store.put("pod", evicted, deleted=True)
+    store.put("pod", training_pod("r1", "acct-f", "u9", T0 + datetime.timedelta(seconds=7)))
+    taken_out = healthy_status().model_copy(update={"phase": Phase.QUARANTINED})
+    store.put("gpunode", gpunode("acct-e", taken_out))
+    accountant.tick(T0 + datetime.timedelta(seconds=10))
+    added = {c: job_seconds(job, c) - before[c] for c in before}
+    # No checkpoints reported: the running time (0-6.5 s, 7-10 s) is productive, the
+    # half second between the eviction and the replacement running is recovery.
+    assert added == pytest.approx(
+        {"productive": 9.5, "wasted": 0.0, "recovery": 0.5, "waiting": 0.0}
+    )
+    interruptions = REGISTRY.get_sample_value(
+        "pitcrew_job_interruptions_total", {"job": job, "cause": "node-fault"}
+    )
+    assert interruptions == 1
+
+
+def test_a_quarantine_shorter_than_a_tick_shows_in_gpu_seconds() -> None:
+    store = Store()
+    store.put("policy", policy_object())
+    store.put("node", node_object("acct-g"))
+    store.put("gpunode", gpunode("acct-g", healthy_status()))
+    accountant = Accountant(store, now=T0)
+    accountant.tick(T0)
+    quarantined = (
+        REGISTRY.get_sample_value(
+            "pitcrew_gpu_seconds_total", {"pool": "fleet", "phase": "Quarantined"}
+        )
+        or 0.0
+    )
+    history = [
+        Transition(time=T0 + datetime.timedelta(seconds=s), from_phase=a, to_phase=b, reason="test")
+        for s, a, b in (
+            (1.0, Phase.HEALTHY, Phase.QUARANTINED),
+            (1.3, Phase.QUARANTINED, Phase.HEALTHY),
+        )
+    ]
+    store.put(
+        "gpunode", gpunode("acct-g", healthy_status().model_copy(update={"history": history}))
+    )
+    accountant.tick(T0 + datetime.timedelta(seconds=5))
+    after = REGISTRY.get_sample_value(
+        "pitcrew_gpu_seconds_total", {"pool": "fleet", "phase": "Quarantined"}
+    )
+    assert after == pytest.approx(quarantined + 0.3 * 8)
