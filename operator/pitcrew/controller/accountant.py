@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -141,9 +142,10 @@ class Accountant:
             model = gpu_model(self.store.nodes.get(node) or {})
             peak = model.peak_bf16_tflops * 1e12 if model else None
             members.append(job_pod(pod, gpus=pod_gpus(pod), peak=peak, gone=gone))
-            if not gone:
-                annotation = (meta.get("annotations") or {}).get(PROGRESS_ANNOTATION)
-                progress = decode(annotation) or progress
+            # The newest report, also from a pod already gone (rank 0's last words).
+            report = decode((meta.get("annotations") or {}).get(PROGRESS_ANNOTATION))
+            if report is not None and (progress is None or report.time > progress.time):
+                progress = report
             declared = (meta.get("labels") or {}).get(JOB_SIZE_LABEL)
             if declared and declared.isdigit():
                 size = int(declared)
@@ -170,9 +172,21 @@ class Accountant:
                 metrics.JOB_SECONDS.labels(job, category).inc(seconds)
             for cause in tick.interruptions:
                 metrics.JOB_INTERRUPTIONS.labels(job, cause).inc()
+                pool = self._pool_of(observation)
+                if pool:
+                    metrics.POOL_INTERRUPTIONS.labels(pool, cause).inc()
             metrics.JOB_GPUS.labels(job).set(tick.gpus)
             if tick.mfu is not None:
                 metrics.JOB_MFU.labels(job).set(tick.mfu)
+
+    def _pool_of(self, observation: JobObservation) -> str:
+        """The pool most of the job's pods run in (a job rarely spans two)."""
+        pools = Counter(
+            pools[0]
+            for pod in observation.pods
+            if len(pools := self.store.policies_of(pod.node)) == 1
+        )
+        return pools.most_common(1)[0][0] if pools else ""
 
     def _forget(self, job: str) -> None:
         self.jobs.pop(job, None)

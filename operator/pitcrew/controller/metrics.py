@@ -54,6 +54,19 @@ REMEDIATION_SECONDS = Histogram(
     ["pool", "action"],
     buckets=(30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400),
 )
+TIME_TO_REPAIR_SECONDS = Histogram(
+    "pitcrew_time_to_repair_seconds",
+    "From a node leaving service to the repair that fixed it being confirmed (its "
+    "revalidation follows), by the fault class and the rung that fixed it.",
+    ["pool", "fault_class", "action"],
+    buckets=(60, 300, 600, 1200, 1800, 3600, 7200, 14400, 28800, 86400),
+)
+POOL_INTERRUPTIONS = Counter(
+    "pitcrew_pool_interruptions_total",
+    "Training job interruptions by the pool of the job's nodes and cause; the mean "
+    "time between interruptions is job time over this (docs/metrics.md).",
+    ["pool", "cause"],
+)
 DETECTION_SECONDS = Histogram(
     "pitcrew_detection_to_quarantine_seconds",
     "From the health report that carried a fault to the node's quarantine.",
@@ -135,6 +148,11 @@ def record_decision(
         succeeded = after.phase is Phase.VALIDATING or after.phase is Phase.HEALTHY
         REMEDIATIONS.labels(pool, old.action, "succeeded" if succeeded else "failed").inc()
         REMEDIATION_SECONDS.labels(pool, old.action).observe((now - old.started_at).total_seconds())
+        if succeeded:
+            left = _left_service(before) or old.started_at
+            TIME_TO_REPAIR_SECONDS.labels(pool, old.fault_class, old.action).observe(
+                max(0.0, (now - left).total_seconds())
+            )
 
 
 def _record_verification(
@@ -150,3 +168,11 @@ def _record_verification(
         VERIFICATION_GPU_SECONDS.labels(pool).inc(held * after.gpu_count)
     if new is not None and new.last_result is not None and new.last_time != old.last_time:
         VERIFICATIONS.labels(pool, new.last_result).inc()
+
+
+def _left_service(status: GPUNodeStatus) -> datetime.datetime | None:
+    """When the node last left service, from its history."""
+    for transition in reversed(status.history):
+        if transition.from_phase in IN_SERVICE and transition.to_phase not in IN_SERVICE:
+            return transition.time
+    return None

@@ -168,6 +168,8 @@ class JobLedger:
             return out
         progress = observation.progress
         if self.state is State.RUNNING:
+            # A checkpoint the job took before it was interrupted is credited first.
+            self._checkpointed(progress, now, out)
             interrupted = self._interruption(observation, now)
             if interrupted is not None:
                 when, cause = interrupted
@@ -181,7 +183,9 @@ class JobLedger:
         if self.state is not State.RUNNING:
             self._resume(observation, now, out)
         if self.state is State.RUNNING:
-            self._run(progress, now, out)
+            self._checkpointed(progress, now, out)
+            if not self.checkpoints:
+                self._credit(out, PRODUCTIVE, now)
             if progress is not None and (self.top_step is None or progress.step > self.top_step):
                 self.top_step = progress.step
         self._measure(progress)
@@ -266,12 +270,12 @@ class JobLedger:
         self.checkpoint = None
         self.top_step = None
 
-    def _run(self, progress: Progress | None, now: datetime.datetime, out: Tick) -> None:
+    def _checkpointed(self, progress: Progress | None, now: datetime.datetime, out: Tick) -> None:
+        """Credit the running time up to the newest checkpoint as productive."""
         if progress is None or progress.checkpoint_time is None:
-            self._credit(out, PRODUCTIVE, now)
             return
-        stamp = progress.checkpoint_time
         self.checkpoints = True
+        stamp = progress.checkpoint_time
         if stamp > (self.since or stamp) and (self.checkpoint is None or stamp > self.checkpoint):
             self._credit(out, PRODUCTIVE, min(stamp, now))
             self.checkpoint = stamp

@@ -8,7 +8,7 @@ from lifecycle_data import T0, report, status
 from prometheus_client import REGISTRY
 
 from gpuhealth.report import FaultClass
-from pitcrew.api.gpunode import DrainStatus, Phase, RemediationStatus
+from pitcrew.api.gpunode import DrainStatus, Phase, RemediationStatus, Transition
 from pitcrew.api.policy import RemediationAction
 from pitcrew.controller.metrics import record_decision
 
@@ -60,3 +60,31 @@ def test_a_finished_drain_and_a_remediation_rung_that_worked() -> None:
         sample("pitcrew_remediations_total", pool="m2", action="reset-gpu", result="succeeded") == 1
     )
     assert sample("pitcrew_remediation_duration_seconds_sum", pool="m2", action="reset-gpu") == 90.0
+
+
+def test_time_to_repair_runs_from_leaving_service_to_the_confirmed_repair() -> None:
+    left = T0 - datetime.timedelta(minutes=20)
+    history = [
+        Transition(time=left, from_phase=Phase.HEALTHY, to_phase=Phase.QUARANTINED, reason="Xid"),
+        Transition(time=T0, from_phase=Phase.DRAINING, to_phase=Phase.REMEDIATING, reason="Xid"),
+    ]
+    rung = RemediationStatus(
+        action=RemediationAction.REBOOT,
+        fault_class=FaultClass.DEGRADED,
+        step=1,
+        attempt=1,
+        started_at=T0,
+        reference="reboot-1",
+    )
+    remediating = status(Phase.REMEDIATING).model_copy(
+        update={"remediation": rung, "history": history}
+    )
+    labels = {"pool": "m4", "fault_class": "degraded", "action": "reboot"}
+    record_decision(
+        pool="m4",
+        before=remediating,
+        after=status(Phase.VALIDATING),
+        now=T0 + datetime.timedelta(minutes=10),
+    )
+    assert sample("pitcrew_time_to_repair_seconds_count", **labels) == 1
+    assert sample("pitcrew_time_to_repair_seconds_sum", **labels) == 30 * 60

@@ -225,3 +225,19 @@ def test_mfu_from_flops_per_step_and_step_rate() -> None:
 def test_mfu_from_the_six_n_tokens_estimate() -> None:
     progress = Progress(step=1, time=T0, parameters=70_000_000_000, tokens_per_step=4_000_000)
     assert progress.model_flops_per_step == 6 * 70e9 * 4e6
+
+
+def test_a_checkpoint_first_seen_with_the_crash_still_counts_before_it() -> None:
+    a, b = pod("r0", "node-a"), pod("r1", "node-b")
+    # The checkpoint at 18 s and the failure at 19 s both fall between the ticks.
+    gone = pod("r1", "node-b", running=False, stopped=19, gone=True)
+    found, _ = run(
+        [
+            (0, JobObservation((a, b), report(0, 0))),
+            (10, JobObservation((a, b), report(20, 10, (20, 10)))),
+            (20, JobObservation((a, gone), report(36, 18, (36, 18)), frozenset({"node-b"}))),
+        ]
+    )
+    assert found[PRODUCTIVE] == pytest.approx(18.0)
+    assert found[WASTED] == pytest.approx(1.0)
+    assert found[RECOVERY] == pytest.approx(1.0)
