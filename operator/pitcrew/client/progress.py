@@ -8,6 +8,8 @@ the model FLOPs per step for MFU. In the training loop::
     from pitcrew.client.progress import ProgressReporter
 
     reporter = ProgressReporter(flops_per_step=6 * n_params * tokens_per_step)
+    start, saved_at = load_checkpoint()
+    reporter.resumed(start, saved_at)    # optional: where a restart went back to
     for step in range(start, steps):
         train_step()
         reporter.step(step)              # written at most every 30 s
@@ -138,6 +140,14 @@ class ProgressReporter:
         self._step = max(self._step, step)
         self._checkpoint = (step, self.clock())
         return self._write()
+
+    def resumed(self, step: int, saved_at: datetime.datetime) -> None:
+        """Record the checkpoint a restarted job loaded: its step and when it was saved.
+        The next reports carry it, so Pitcrew knows from the first report after a
+        restart that the job checkpoints and where it went back to. Not written by
+        itself (the next step is)."""
+        self._step = max(self._step, step)
+        self._checkpoint = (step, saved_at)
 
     def _write(self) -> bool:
         flops, parameters, tokens = self.model

@@ -30,7 +30,14 @@ from pitcrew.controller import metrics
 from pitcrew.controller.store import Store
 from pitcrew.core.convert import gpu_capacity, gpu_model, job_pod, pod_gpus
 from pitcrew.core.fleet_ledger import FleetLedger, NodeTime
-from pitcrew.core.job_ledger import CATEGORIES, Cause, JobLedger, JobObservation, JobPod
+from pitcrew.core.job_ledger import (
+    CATEGORIES,
+    Cause,
+    JobLedger,
+    JobObservation,
+    JobPod,
+    Progress,
+)
 
 RECENTLY_OUT = datetime.timedelta(minutes=10)
 """A node taken out of service within this long still marks its jobs' lost pods as lost
@@ -44,10 +51,13 @@ class Accountant:
         self.jobs: dict[str, JobLedger] = {}
         self._gauges: set[tuple[str, Phase]] = set()
         self._heartbeats: set[str] = set()
+        self.last = now
+        """The previous tick: a job first seen now is counted from its creation, if later."""
 
     def tick(self, now: datetime.datetime) -> None:
-        out_of_service = self._fleet(now)
-        self._jobs(now, out_of_service)
+        out_of_service, recently_out = self._fleet(now)
+        self._jobs(now, out_of_service, recently_out)
+        self.last = now
 
     def goodput(
         self, pool: str, windows: Sequence[Duration], now: datetime.datetime
@@ -63,10 +73,12 @@ class Accountant:
             found.append(entry)
         return found
 
-    def _fleet(self, now: datetime.datetime) -> frozenset[str]:
-        """Account GPU time; returns the nodes out of service."""
+    def _fleet(self, now: datetime.datetime) -> tuple[frozenset[str], frozenset[str]]:
+        """Account GPU time; returns the nodes out of service, and those taken out
+        lately (some of them back in service already)."""
         times: list[NodeTime] = []
         out: set[str] = set()
+        recent: set[str] = set()
         beating: set[str] = set()
         for name, node in self.store.nodes.items():
             pools = self.store.policies_of(name)
@@ -84,11 +96,10 @@ class Accountant:
                     transitions=history,
                 )
             )
-            recent = now - RECENTLY_OUT
-            if summary.phase in OUT_OF_SERVICE or any(
-                t.to_phase in OUT_OF_SERVICE and t.time > recent for t in history
-            ):
+            if summary.phase in OUT_OF_SERVICE:
                 out.add(name)
+            if any(t.to_phase in OUT_OF_SERVICE and t.time > now - RECENTLY_OUT for t in history):
+                recent.add(name)
             if summary.heartbeat is not None:
                 metrics.HEARTBEAT.labels(name).set(summary.heartbeat.timestamp())
                 beating.add(name)
@@ -111,9 +122,11 @@ class Accountant:
             metrics.GPUS.labels(*key).set(gpus)
             metrics.OLDEST.labels(*key).set(oldest)
         self._gauges |= set(counts)
-        return frozenset(out)
+        return frozenset(out), frozenset(recent | out)
 
-    def _observations(self, out: frozenset[str]) -> dict[str, JobObservation]:
+    def _observations(
+        self, out: frozenset[str], recent: frozenset[str]
+    ) -> dict[str, JobObservation]:
         grouped: dict[str, list[tuple[dict[str, Any], bool]]] = {}
         departed = self.store.take_departed()
         for pod, gone in [
@@ -125,16 +138,16 @@ class Accountant:
             if job:
                 grouped.setdefault(f"{meta.get('namespace', '')}/{job}", []).append((pod, gone))
         return {
-            job: self._observe(pods, out)
+            job: self._observe(pods, out, recent)
             for job, pods in grouped.items()
             if any(not gone for _, gone in pods)  # only departed pods: the job is over
         }
 
     def _observe(
-        self, pods: list[tuple[dict[str, Any], bool]], out: frozenset[str]
+        self, pods: list[tuple[dict[str, Any], bool]], out: frozenset[str], recent: frozenset[str]
     ) -> JobObservation:
         members: list[JobPod] = []
-        progress = None
+        reports: list[Progress] = []
         size: int | None = None
         for pod, gone in pods:
             meta = pod.get("metadata") or {}
@@ -142,10 +155,10 @@ class Accountant:
             model = gpu_model(self.store.nodes.get(node) or {})
             peak = model.peak_bf16_tflops * 1e12 if model else None
             members.append(job_pod(pod, gpus=pod_gpus(pod), peak=peak, gone=gone))
-            # The newest report, also from a pod already gone (rank 0's last words).
+            # Every report, also from a pod already gone (rank 0's last words).
             report = decode((meta.get("annotations") or {}).get(PROGRESS_ANNOTATION))
-            if report is not None and (progress is None or report.time > progress.time):
-                progress = report
+            if report is not None:
+                reports.append(report)
             declared = (meta.get("labels") or {}).get(JOB_SIZE_LABEL)
             if declared and declared.isdigit():
                 size = int(declared)
@@ -153,20 +166,23 @@ class Accountant:
         finished = bool(present) and all(
             (p.get("status") or {}).get("phase") == "Succeeded" for p in present
         )
+        progress = max(reports, key=lambda r: r.time, default=None)
         return JobObservation(
             pods=tuple(members),
             progress=progress,
+            reports=tuple(r for r in reports if r is not progress),
             out_of_service=out,
+            recently_out=recent,
             size=size,
             finished=finished,
         )
 
-    def _jobs(self, now: datetime.datetime, out: frozenset[str]) -> None:
-        observations = self._observations(out)
+    def _jobs(self, now: datetime.datetime, out: frozenset[str], recent: frozenset[str]) -> None:
+        observations = self._observations(out, recent)
         for job in set(self.jobs) - set(observations):  # every pod gone: the job is over
             self._forget(job)
         for job, observation in observations.items():
-            ledger = self.jobs.setdefault(job, JobLedger(last=now))
+            ledger = self.jobs.setdefault(job, JobLedger(last=self.last))
             tick = ledger.tick(observation, now)
             for category, seconds in tick.seconds.items():
                 metrics.JOB_SECONDS.labels(job, category).inc(seconds)

@@ -132,16 +132,15 @@ def job_pod(pod: dict[str, Any], *, gpus: int, peak: float | None, gone: bool) -
     status = pod.get("status") or {}
     containers = status.get("containerStatuses") or []
     started = [
-        parse_time(((c.get("state") or {}).get("running") or {}).get("startedAt"))
-        for c in containers
+        _instant(((c.get("state") or {}).get("running") or {}).get("startedAt")) for c in containers
     ]
     finished = [
-        parse_time(((c.get(kind) or {}).get("terminated") or {}).get("finishedAt"))
+        _instant(((c.get(kind) or {}).get("terminated") or {}).get("finishedAt"))
         for c in containers
         for kind in ("state", "lastState")
     ]
     stopped = [t for t in finished if t is not None]
-    deleting = parse_time(meta.get("deletionTimestamp"))
+    deleting = _instant(meta.get("deletionTimestamp"))
     if deleting is not None:
         grace = meta.get("deletionGracePeriodSeconds") or 0
         stopped.append(deleting - datetime.timedelta(seconds=int(grace)))
@@ -153,11 +152,22 @@ def job_pod(pod: dict[str, Any], *, gpus: int, peak: float | None, gone: bool) -
         gpus=gpus,
         peak_flops_per_gpu=peak,
         uid=str(meta.get("uid", "")),
+        created_at=_instant(meta.get("creationTimestamp")),
         restarts=sum(int(c.get("restartCount") or 0) for c in containers),
         started_at=max((t for t in started if t is not None), default=None),
         stopped_at=max(stopped, default=None),
         gone=gone,
     )
+
+
+def _instant(value: Any) -> datetime.datetime | None:
+    """A pod's timestamp as the middle of the second it names: the API writes these
+    times in whole seconds, so the event happened within ``[t, t + 1 s)``, and the
+    middle halves the worst error of the job ledger's placement."""
+    parsed = parse_time(value)
+    if parsed is None or parsed.microsecond:
+        return parsed
+    return parsed + datetime.timedelta(milliseconds=500)
 
 
 class UnreadableStatusError(ValueError):

@@ -14,13 +14,17 @@ outage:
   or restarted (a higher restart count), or a progress report whose step is
   lower than one before it (a restart from a checkpoint). The running time
   since the last checkpoint is **wasted** (the lost steps times the step
-  time); the cause is a node fault when a pod's node left service.
+  time); the cause is a node fault when a pod's node left service. A
+  checkpoint saved before the loss but first shown by the restarted job's
+  report (the checkpoint it loaded) is saved work, not waste.
 - **recovery** (a node fault) or **waiting** (anything else: first
   scheduling, capacity, a preemption) lasts until progress resumes: every
   pod runs again and a report shows steps beyond the checkpoint the job
   restarted from; resumption is placed at that report's time less the steps
   since the checkpoint at the measured step time. A job that reports no
-  progress resumes when its last pod started.
+  progress resumes when its last pod started. A pod lost after every pod ran
+  again but before progress resumed is another interruption (the job
+  restarted and crashed again); that stretch stays down time.
 - **productive** is running time credited at each checkpoint (running time
   since the last checkpoint is *pending* until then); a job that never
   reports checkpoints has all its running time productive, since nothing
@@ -43,6 +47,9 @@ from enum import StrEnum
 
 PRODUCTIVE, WASTED, RECOVERY, WAITING = "productive", "wasted", "recovery", "waiting"
 CATEGORIES = (PRODUCTIVE, WASTED, RECOVERY, WAITING)
+SLACK = datetime.timedelta(seconds=1)
+"""Pod times are whole seconds: a report up to this much after a pod's stop may be
+from before it."""
 
 
 class Cause(StrEnum):
@@ -81,6 +88,7 @@ class JobPod:
     peak_flops_per_gpu: float | None = None
     """Peak dense bf16 FLOP/s of the node's GPU model, if known."""
     uid: str = ""
+    created_at: datetime.datetime | None = None
     restarts: int = 0
     """Container restarts: a higher count than before is an interruption."""
     started_at: datetime.datetime | None = None
@@ -99,11 +107,17 @@ class JobPod:
 class JobObservation:
     pods: tuple[JobPod, ...]
     progress: Progress | None = None
+    """The newest progress report."""
     out_of_service: frozenset[str] = frozenset()
-    """Nodes Pitcrew has taken out of service (now, or since the last tick)."""
+    """Nodes Pitcrew has taken out of service."""
+    recently_out: frozenset[str] = frozenset()
+    """Nodes Pitcrew took out of service lately and may have put back already: a pod
+    lost on one was lost to a node fault."""
     size: int | None = None
     """Pods the job needs (``pitcrew.dev/job-size``); default: the most ever seen."""
     finished: bool = False
+    reports: tuple[Progress, ...] = ()
+    """Other reports seen since the last tick (from pods already gone), any order."""
 
 
 @dataclass
@@ -135,7 +149,9 @@ class JobLedger:
     cause: Cause = Cause.OTHER
     """Why the job is down."""
     pods: dict[str, JobPod] = field(default_factory=dict)
-    """The pods of the last tick, by name."""
+    """The pods of the last tick, by UID."""
+    used: set[tuple[str, datetime.datetime]] = field(default_factory=set)
+    """Pod stops already taken as evidence (a failed pod stays until deleted)."""
     checkpoint: datetime.datetime | None = None
     restart_step: int = 0
     """The checkpoint step the job restarts from after an interruption."""
@@ -148,48 +164,39 @@ class JobLedger:
     """The job reports checkpoints (then running time since the last one is pending)."""
     progress: Progress | None = None
     """The last progress report since the job last (re)started."""
+    newest: datetime.datetime | None = None
+    """The time of the newest report taken (older ones are not taken again)."""
     achieved_flops: float | None = None
 
     def tick(self, observation: JobObservation, now: datetime.datetime) -> Tick:
         out = Tick()
         if self.since is None:
-            self.since = self.last
+            # A job created since the previous tick is counted from its first pod.
+            created = min((p.created_at for p in observation.pods if p.created_at), default=None)
+            self.since = max(self.last, created or self.last)
         self.last = now
         present = [p for p in observation.pods if not p.gone]
-        self.size = observation.size or max(self.size, len(present))
+        # Without a declared size, the most pods seen alive at once (running or yet to
+        # run: a stopped pod beside its replacement is not one more).
+        alive = [p for p in present if p.running or p.stopped_at is None]
+        self.size = observation.size or max(self.size, len(alive))
         if self.state is State.FINISHED:
             return out
         if observation.finished:
-            if self.state is State.RUNNING:
-                self._credit(out, PRODUCTIVE, now)
-            else:
-                self._credit(out, self._down_category(), now)
+            self._credit(out, PRODUCTIVE if self.state is State.RUNNING else self._down(), now)
             self.state = State.FINISHED
             return out
-        progress = observation.progress
-        if self.state is State.RUNNING:
-            # A checkpoint the job took before it was interrupted is credited first.
-            self._checkpointed(progress, now, out)
-            interrupted = self._interruption(observation, now)
-            if interrupted is not None:
-                when, cause = interrupted
-                # Without checkpoints nothing says what was lost: all of it counted.
-                self._credit(out, WASTED if self.checkpoints else PRODUCTIVE, when)
-                out.interruptions.append(cause)
-                self.state, self.cause = State.DOWN, cause
-                self.restart_step = self._checkpoint_step()
-                # Step times are measured again after the restart, never across it.
-                self.top_step, self.achieved_flops, self.progress = None, None, None
-        if self.state is not State.RUNNING:
-            self._resume(observation, now, out)
-        if self.state is State.RUNNING:
-            self._checkpointed(progress, now, out)
-            if not self.checkpoints:
-                self._credit(out, PRODUCTIVE, now)
-            if progress is not None and (self.top_step is None or progress.step > self.top_step):
-                self.top_step = progress.step
-        self._measure(progress)
+        # What the job shows, in the order it happened: its reports (rank 0's last words
+        # from a pod already gone among them) and its pods' stops.
+        for _, _, event in self._events(observation, now):
+            if isinstance(event, Progress):
+                self._report(event, observation, now, out)
+            else:
+                self._stopped(event, observation, now, out)
+        self._now(observation, now, out)
         self.pods = {p.key: p for p in present}
+        keys = {p.key for p in observation.pods}
+        self.used = {u for u in self.used if u[0] in keys}
         live = [p for p in observation.pods if p.running]
         out.gpus = sum(p.gpus for p in live)
         peak = sum(p.gpus * p.peak_flops_per_gpu for p in live if p.peak_flops_per_gpu)
@@ -197,93 +204,186 @@ class JobLedger:
             out.mfu = self.achieved_flops / peak
         return out
 
-    # -- the evidence ---------------------------------------------------------------------
-
-    def _interruption(
+    def _events(
         self, observation: JobObservation, now: datetime.datetime
-    ) -> tuple[datetime.datetime, Cause] | None:
-        """When the running job was interrupted, and why; None if it was not."""
-        times: list[datetime.datetime] = []
-        nodes: set[str] = set()
-        since = self.since or now
-        current = {p.key: p for p in observation.pods}
-        for key, before in self.pods.items():
-            pod = current.get(key)
-            if pod is None:  # gone, and the store kept nothing of it
-                times.append(now)
-                nodes.add(before.node)
-            elif pod.restarts > before.restarts:
-                times.append(pod.stopped_at or now)
-                nodes.add(pod.node)
+    ) -> list[tuple[datetime.datetime, int, Progress | JobPod]]:
+        events: list[tuple[datetime.datetime, int, Progress | JobPod]] = []
+        for report in {*observation.reports, observation.progress}:
+            if report is not None and (self.newest is None or report.time > self.newest):
+                events.append((report.time, 0, report))
         for pod in observation.pods:
-            stopped = pod.stopped_at is not None and pod.stopped_at >= since
-            if not pod.running and (stopped or (pod.key in self.pods and not pod.gone)):
-                times.append(pod.stopped_at if stopped and pod.stopped_at else now)
-                nodes.add(pod.node)
-        live = sum(p.running for p in observation.pods)
-        if live < self.size and not times:
-            times.append(now)
-        progress, top = observation.progress, self.top_step
-        if progress is not None and top is not None and progress.step < top:
-            # Restarted from a checkpoint between two ticks (inside its pods): at the
-            # latest after the last report that showed the higher step.
-            times.append(self.progress.time if self.progress is not None else now)
-        if not times:
-            return None
-        when = min(max(min(times), self.since or now), now)
-        faulted = bool(nodes & observation.out_of_service)
-        return when, Cause.NODE_FAULT if faulted else Cause.OTHER
+            before = self.pods.get(pod.key)
+            if not pod.running and pod.stopped_at is not None:
+                if (pod.key, pod.stopped_at) not in self.used:
+                    events.append((min(pod.stopped_at, now), 1, pod))
+            elif before is not None and pod.restarts > before.restarts:
+                events.append((min(pod.stopped_at or now, now), 1, pod))
+        events.sort(key=lambda e: (e[0], e[1]))
+        return events
 
-    def _resume(self, observation: JobObservation, now: datetime.datetime, out: Tick) -> None:
-        """Credit time down until progress resumes, or as far as it is sure."""
+    # -- the events -----------------------------------------------------------------------
+
+    def _report(
+        self, report: Progress, observation: JobObservation, now: datetime.datetime, out: Tick
+    ) -> None:
+        self.reports = True
+        self.newest = report.time
+        if report.checkpoint_time is not None:
+            self.checkpoints = True
+        if self.state is State.RUNNING:
+            top = self.top_step
+            if top is not None and report.step < top:
+                # Restarted from a checkpoint inside its pods: at the latest after the
+                # last report that showed the higher step.
+                last = self.progress.time if self.progress is not None else report.time
+                self._interrupt(last, Cause.OTHER, observation, out)
+            else:
+                self._checkpointed(report, out)
+                self.top_step = max(top or report.step, report.step)
+        if self.state is not State.RUNNING:
+            self._resume_at(report, observation, out)
+        self._measure(report)
+
+    def _stopped(
+        self, pod: JobPod, observation: JobObservation, now: datetime.datetime, out: Tick
+    ) -> None:
+        at = min(pod.stopped_at or now, now)
+        if pod.stopped_at is not None:
+            self.used.add((pod.key, pod.stopped_at))
+        if self.state is State.RUNNING and at >= (self.since or at):
+            self._interrupt(at, _cause({pod.node}, observation), observation, out)
+        elif self.state is not State.RUNNING and self._was_whole(pod, observation):
+            self._lost_again(at, _cause({pod.node}, observation), out)
+
+    def _now(self, observation: JobObservation, now: datetime.datetime, out: Tick) -> None:
+        """What the pods show now, without a time: a pod gone without a trace or not all
+        pods running is an interruption now; all running with no progress reporting is
+        a resumption when the last pod started."""
         live = [p for p in observation.pods if p.running and not p.gone]
         everyone = bool(live) and len(live) >= self.size
-        affected = {p.node for p in live} & observation.out_of_service
-        category = self._down_category()
-        if not everyone or affected:
-            self._credit(out, category, now)
-            return
+        if self.state is State.RUNNING:
+            current = {p.key for p in observation.pods}
+            missing = [p for k, p in self.pods.items() if k not in current]
+            if missing or not everyone:
+                lost = {p.node for p in missing} | {
+                    p.node for p in observation.pods if not p.running
+                }
+                out_ = observation.out_of_service | observation.recently_out
+                self._interrupt(
+                    now, Cause.NODE_FAULT if lost & out_ else Cause.OTHER, observation, out
+                )
         started = max((p.started_at for p in live if p.started_at), default=None)
-        progress = observation.progress
-        self.reports = self.reports or progress is not None
-        if not self.reports:
-            resumed = min(now, started or now)
-        elif (
-            progress is not None
-            and progress.time > (self.since or now)
-            and progress.step > self.restart_step
-        ):
-            # The steps since the restart point, at the measured step time, before the
-            # report; with no step time measured yet, from when the last pod started.
-            if self.step_seconds is not None:
-                estimate = progress.time - self._steps_seconds(progress)
-            else:
-                estimate = started or progress.time
-            resumed = min(now, max(estimate, started or estimate, self.since or estimate))
-        else:
-            # Every pod runs, no progress yet: down at least until the last pod started.
-            if started is not None:
-                self._credit(out, category, min(now, started))
-            return
-        self._credit(out, category, resumed)
-        self.state = State.RUNNING
-        self.checkpoint = None
-        self.top_step = None
+        if self.state is not State.RUNNING:
+            if not everyone:
+                self._credit(out, self._down(), now)
+            elif not self.reports:
+                self._credit(out, self._down(), min(now, started or now))
+                self.state = State.RUNNING
+            elif started is not None:
+                self._credit(out, self._down(), min(now, started))  # no progress yet
+        if self.state is State.RUNNING and not self.checkpoints:
+            self._credit(out, PRODUCTIVE, now)
 
-    def _checkpointed(self, progress: Progress | None, now: datetime.datetime, out: Tick) -> None:
+    # -- transitions ----------------------------------------------------------------------
+
+    def _interrupt(
+        self, at: datetime.datetime, cause: Cause, observation: JobObservation, out: Tick
+    ) -> None:
+        at = max(at, self.since or at)
+        # A checkpoint saved before the loss may first show in a report after it (the
+        # restarted job says which checkpoint it loaded): that work was saved.
+        saved = [
+            r.checkpoint_time
+            for r in (observation.progress, *observation.reports)
+            if r is not None and r.checkpoint_time is not None
+        ]
+        self._checkpoint_at(max((t for t in saved if t <= at), default=None), out)
+        # Without checkpoints nothing says what was lost: all of it counted productive.
+        self._credit(out, WASTED if self.checkpoints else PRODUCTIVE, at)
+        out.interruptions.append(cause)
+        self.state, self.cause = State.DOWN, cause
+        self.restart_step = self._checkpoint_step()
+        # Step times are measured again after the restart, never across it.
+        self.top_step, self.achieved_flops, self.progress = None, None, None
+
+    def _lost_again(self, at: datetime.datetime, cause: Cause, out: Tick) -> None:
+        """A pod lost after the job restarted and before its progress resumed: an
+        interruption of its own. What ran since the restart showed no progress, so it
+        stays down time (recovery or waiting), and the job restarts from the same
+        checkpoint."""
+        self._credit(out, self._down(), max(at, self.since or at))
+        out.interruptions.append(cause)
+        self.state, self.cause = State.DOWN, cause
+
+    def _was_whole(self, pod: JobPod, observation: JobObservation) -> bool:
+        """Whether ``pod``, stopping, ran with every other pod the job needs: it had
+        started, and so had enough others that had not stopped by then (a pod that
+        stopped in the same instant is part of the same loss)."""
+        at = pod.stopped_at
+        if at is None or pod.started_at is None or pod.started_at >= at:
+            return False
+        pods = {**self.pods, **{p.key: p for p in observation.pods}}
+        others = {
+            key
+            for key, p in pods.items()
+            if key != pod.key
+            and p.started_at is not None
+            and p.started_at < at
+            and (p.stopped_at is None or p.stopped_at > at)
+        }
+        return len(others) + 1 >= self.size
+
+    def _resume_at(self, report: Progress, observation: JobObservation, out: Tick) -> None:
+        """Progress resumed if ``report`` shows steps beyond the checkpoint the job
+        restarted from: at the report's time less those steps at the measured step
+        time (or, with none measured yet, when the last pod that made it started)."""
+        since = self.since or report.time
+        restart = self.restart_step
+        if self.state is State.DOWN and report.checkpoint_step is not None:
+            restart = report.checkpoint_step  # the checkpoint it restarted from
+        if report.time <= since or report.step <= restart:
+            return
+        # Pods started after the report did not make it (replacements of a later loss).
+        started = max(
+            (
+                p.started_at
+                for p in observation.pods
+                if p.started_at and p.started_at <= report.time and not p.gone
+            ),
+            default=None,
+        )
+        if self.step_seconds is not None:
+            steps = datetime.timedelta(seconds=(report.step - restart) * self.step_seconds)
+            estimate = report.time - steps
+            if self.state is State.DOWN and estimate < since - max(SLACK, steps * 0.1):
+                return  # too many steps to be made since: a report from before the loss
+        else:
+            estimate = started or report.time
+        self._credit(out, self._down(), min(report.time, max(estimate, since)))
+        self.state = State.RUNNING
+        self.restart_step = restart
+        self.checkpoint = None
+        self.top_step = report.step
+        self._checkpointed(report, out)
+
+    def _checkpointed(self, report: Progress, out: Tick) -> None:
         """Credit the running time up to the newest checkpoint as productive."""
-        if progress is None or progress.checkpoint_time is None:
+        if report.checkpoint_time is None:
             return
         self.checkpoints = True
-        stamp = progress.checkpoint_time
+        self._checkpoint_at(min(report.checkpoint_time, report.time), out)
+
+    def _checkpoint_at(self, stamp: datetime.datetime | None, out: Tick) -> None:
+        if stamp is None or not self.checkpoints or self.state is not State.RUNNING:
+            return
         if stamp > (self.since or stamp) and (self.checkpoint is None or stamp > self.checkpoint):
-            self._credit(out, PRODUCTIVE, min(stamp, now))
+            self._credit(out, PRODUCTIVE, stamp)
             self.checkpoint = stamp
 
-    def _measure(self, progress: Progress | None) -> None:
+    def _measure(self, progress: Progress) -> None:
         """Step time and achieved model FLOP/s between two distinct progress reports."""
         before = self.progress
-        if progress is None or (before is not None and progress.time <= before.time):
+        if before is not None and progress.time <= before.time:
             return
         self.progress = progress
         if before is None or progress.step <= before.step:
@@ -302,12 +402,7 @@ class JobLedger:
             return 0
         return progress.checkpoint_step
 
-    def _steps_seconds(self, progress: Progress) -> datetime.timedelta:
-        """How long the steps since the restart point took, at the measured step time."""
-        steps = max(0, progress.step - self.restart_step)
-        return datetime.timedelta(seconds=steps * (self.step_seconds or 0.0))
-
-    def _down_category(self) -> str:
+    def _down(self) -> str:
         return RECOVERY if self.state is State.DOWN and self.cause is Cause.NODE_FAULT else WAITING
 
     def _credit(self, out: Tick, category: str, until: datetime.datetime) -> None:
@@ -317,3 +412,9 @@ class JobLedger:
             seconds = (until - since).total_seconds()
             out.seconds[category] = out.seconds.get(category, 0.0) + seconds
             self.since = until
+
+
+def _cause(nodes: set[str], observation: JobObservation) -> Cause:
+    """A node fault when a pod was lost on a node Pitcrew took out of service."""
+    taken_out = observation.out_of_service | observation.recently_out
+    return Cause.NODE_FAULT if nodes & taken_out else Cause.OTHER

@@ -32,5 +32,15 @@ def test_a_short_demo_takes_faulty_nodes_out_and_cleans_up(tmp_path: Path) -> No
     assert on_nodes == 6
     assert 1 <= int(taken_out.split("│")[2]) <= on_nodes
     assert "job goodput" in summary
+    # The job's own count and Pitcrew's ledger agree: every restart is an interruption,
+    # and the time wasted is the steps lost, within a step per loss (pod times are whole
+    # seconds; a resumption is seen at the next progress report).
+    own = next(line for line in summary.splitlines() if "job: restarts" in line)
+    restarts, lost = (float(x) for x in own.split("│")[2].split("/"))
+    ledger = next(line for line in summary.splitlines() if "ledger: interruptions" in line)
+    interruptions = int(ledger.split("│")[2].split("/")[0])
+    ledger_steps = float(ledger.split("=")[1].split("steps")[0])
+    assert interruptions == restarts
+    assert abs(ledger_steps - lost) <= max(1.0, restarts), summary
     assert (directory / "cluster" / "state.json").exists() is False
     assert devcluster.status(directory=directory / "cluster")["running"] is False

@@ -69,10 +69,12 @@ def test_goodput_after_a_fault_and_every_dashboard_query_returns_data(
         flops_per_step=4e14,
         api=fleet.core,
     )
-    for step in range(0, 40, 10):  # 10 steps of 0.4 PFLOP a second: MFU 0.25 on 16 H100s
+    # 10 steps of 0.4 PFLOP a second: MFU 0.25 on 16 H100s. Reported for longer than two
+    # accounting ticks (5 s), so two ticks see two reports and measure the step rate.
+    for step in range(0, 120, 10):
         reporter.step(step)
         time.sleep(1)
-    reporter.checkpoint(40)
+    reporter.checkpoint(120)
     time.sleep(6)  # an accounting tick sees the checkpoint
 
     fleet.inject(fleet.nodes[0], FATAL_XID)

@@ -104,12 +104,14 @@ def test_a_pod_evicted_and_replaced_between_two_ticks_is_placed_at_its_deletion(
     for rank, node in enumerate(("acct-d", "acct-e")):
         store.put("pod", training_pod(f"r{rank}", node, f"u{rank}", T0))
     accountant.tick(T0)
-    before = {c: job_seconds(job, c) for c in ("productive", "wasted", "recovery", "waiting")}
     accountant.tick(T0 + datetime.timedelta(seconds=5))
-    # Evicted at 6.5 s (the deletion timestamp is the request plus its 1 s grace),
-    # replaced on another node and running at 7 s; the next tick is at 10 s.
+    before = {c: job_seconds(job, c) for c in ("productive", "wasted", "recovery", "waiting")}
+    # The API writes whole seconds: evicted within second 6 (the deletion timestamp
+    # "7" is the request plus its 1 s grace), the replacement running within second 7;
+    # the ledger takes the middle of each second (6.5 s and 7.5 s). The next tick is at
+    # 10 s.
     evicted = training_pod("r1", "acct-e", "u1", T0)
-    evicted["metadata"]["deletionTimestamp"] = (T0 + datetime.timedelta(seconds=7.5)).isoformat()
+    evicted["metadata"]["deletionTimestamp"] = (T0 + datetime.timedelta(seconds=7)).isoformat()
     evicted["metadata"]["deletionGracePeriodSeconds"] = 1
     store.put("pod", evicted, deleted=True)
     store.put("pod", training_pod("r1", "acct-f", "u9", T0 + datetime.timedelta(seconds=7)))
@@ -117,10 +119,10 @@ def test_a_pod_evicted_and_replaced_between_two_ticks_is_placed_at_its_deletion(
     store.put("gpunode", gpunode("acct-e", taken_out))
     accountant.tick(T0 + datetime.timedelta(seconds=10))
     added = {c: job_seconds(job, c) - before[c] for c in before}
-    # No checkpoints reported: the running time (0-6.5 s, 7-10 s) is productive, the
-    # half second between the eviction and the replacement running is recovery.
+    # No checkpoints reported: the running time (5-6.5 s, 7.5-10 s) is productive, the
+    # second between the eviction and the replacement running is recovery.
     assert added == pytest.approx(
-        {"productive": 9.5, "wasted": 0.0, "recovery": 0.5, "waiting": 0.0}
+        {"productive": 4.0, "wasted": 0.0, "recovery": 1.0, "waiting": 0.0}
     )
     interruptions = REGISTRY.get_sample_value(
         "pitcrew_job_interruptions_total", {"job": job, "cause": "node-fault"}

@@ -54,6 +54,7 @@ def pod(
     stopped: float | None = None,
     restarts: int = 0,
     gone: bool = False,
+    created: float | None = None,
 ) -> JobPod:
     return JobPod(
         name,
@@ -62,6 +63,7 @@ def pod(
         8,
         H100_PEAK,
         uid=uid or f"uid-{name}",
+        created_at=at(created) if created is not None else None,
         restarts=restarts,
         started_at=at(started) if started is not None else None,
         stopped_at=at(stopped) if stopped is not None else None,
@@ -241,3 +243,138 @@ def test_a_checkpoint_first_seen_with_the_crash_still_counts_before_it() -> None
     assert found[PRODUCTIVE] == pytest.approx(18.0)
     assert found[WASTED] == pytest.approx(1.0)
     assert found[RECOVERY] == pytest.approx(1.0)
+
+
+def test_a_pod_lost_again_before_progress_resumed_is_another_interruption() -> None:
+    """The job restarted (every pod ran again) and lost a pod before its first report:
+    two interruptions, and the stretch between them stays recovery (no progress showed)."""
+    a, b = pod("r0", "node-a", started=0), pod("r1", "node-b", started=0)
+    evicted = pod("r1", "node-b", running=False, stopped=12.0, gone=True)
+    again = pod("r1", "node-c", uid="uid-r1-c", started=13.0)
+    lost_again = pod("r1", "node-c", uid="uid-r1-c", running=False, started=13.0, stopped=14.5)
+    third = pod("r1", "node-d", uid="uid-r1-d", started=16.0)
+    script = [
+        (5, JobObservation((a, b), report(10, 5))),
+        (10, JobObservation((a, b), report(20, 10, checkpoint=(20, 10)))),
+        # Lost at 12 s, running again from 13 s, lost again at 14.5 s, up again at 16 s.
+        (13.5, JobObservation((a, evicted, again), out_of_service=frozenset({"node-b"}))),
+        (15, JobObservation((a, lost_again), out_of_service=frozenset({"node-b", "node-c"}))),
+        (17, JobObservation((a, third))),
+        (20, JobObservation((a, third), report(26, 20, checkpoint=(20, 10)))),
+    ]
+    found, causes = run(script)
+    assert causes == [Cause.NODE_FAULT, Cause.NODE_FAULT]
+    assert found == pytest.approx(
+        {PRODUCTIVE: 10.0, WASTED: 2.0, RECOVERY: 17.0 - 12.0}  # resumed at 20 - 6 x 0.5
+    )
+
+
+def test_a_pod_that_never_ran_again_is_not_lost_again() -> None:
+    """Pods that stop while the job is still down (not every pod ran since the loss)
+    are the same interruption, not a new one."""
+    a, b = pod("r0", "node-a", started=0), pod("r1", "node-b", started=0)
+    evicted = pod("r1", "node-b", running=False, stopped=12.0, gone=True)
+    a_stopped = pod("r0", "node-a", running=False, stopped=14.0)
+    script = [
+        (10, JobObservation((a, b), report(20, 10, checkpoint=(20, 10)))),
+        (13, JobObservation((a, evicted), out_of_service=frozenset({"node-b"}))),
+        (15, JobObservation((a_stopped,), out_of_service=frozenset({"node-b"}))),
+    ]
+    _, causes = run(script)
+    assert causes == [Cause.NODE_FAULT]
+
+
+def test_a_job_created_between_ticks_is_counted_from_its_first_pod() -> None:
+    """The ledger of a job first seen at 10 s starts at its pods' creation (2 s), and
+    a crash before that first tick, after every pod ran, is an interruption."""
+    a = pod("r0", "node-a", created=2, started=3)
+    b = pod("r1", "node-b", created=2, started=3, running=False, stopped=8, gone=True)
+    replacement = pod("r1", "node-c", uid="uid-r1-c", created=8, started=9)
+    ledger = JobLedger(last=T0)
+    first = ledger.tick(
+        JobObservation((a, b, replacement), report(0, 2.5), frozenset({"node-b"})), at(10)
+    )
+    assert first.interruptions == [Cause.NODE_FAULT]
+    # Waiting until the crash (no progress showed), recovery until the replacement ran;
+    # from then on pending until progress shows.
+    assert first.seconds == pytest.approx({WAITING: 8 - 2, RECOVERY: 9 - 8})
+
+
+def test_a_job_that_reports_checkpoints_wastes_what_it_loses_from_its_first_report() -> None:
+    """Checkpoints known from the first report, taken while the job was still
+    waiting: the running time lost at the first crash is wasted, not productive."""
+    a, b = pod("r0", "node-a", started=1), pod("r1", "node-b", started=1)
+    lost = pod("r1", "node-b", running=False, stopped=9, gone=True)
+    found, causes = run(
+        [
+            (0.5, JobObservation((a, b), report(0, 0.5))),
+            (5, JobObservation((a, b), report(8, 5))),
+            (10, JobObservation((a, lost), report(8, 5), frozenset({"node-b"}))),
+        ]
+    )
+    assert causes == [Cause.NODE_FAULT]
+    assert found == pytest.approx({WAITING: 1.0, WASTED: 8.0, RECOVERY: 1.0})
+
+
+def test_rank_zeros_last_report_stamped_after_its_stop_is_not_a_resumption() -> None:
+    """Pod times are whole seconds: the old rank 0's last report (step 13 at 35.7 s)
+    reads as later than its stop (35.5 s). Thirteen steps cannot be made in 0.2 s, so
+    it is not progress after the restart, and the first real one is no second loss."""
+    a, b = pod("r0", "node-a", started=0), pod("r1", "node-b", started=0)
+    stopped = pod("r0", "node-a", running=False, started=0, stopped=35.5, gone=True)
+    replacement = pod("r0", "node-c", uid="uid-r0-c", started=35.5)
+    last_words = report(13, 35.7, checkpoint=(0, 0))
+    script = [
+        (30, JobObservation((a, b), report(8, 30))),
+        (33, JobObservation((a, b), report(12, 33))),
+        (
+            37,
+            JobObservation(
+                (stopped, replacement, b),
+                report(2, 36.7),
+                frozenset({"node-a"}),
+                reports=(last_words,),
+            ),
+        ),
+    ]
+    _, causes = run(script)
+    assert causes == [Cause.NODE_FAULT]
+
+
+def test_a_replacement_that_never_started_is_no_second_loss() -> None:
+    """A replacement pod deleted before it ran, in the same second as the loss it
+    replaced: one interruption."""
+    a, b = pod("r0", "node-a", started=0), pod("r1", "node-b", started=0)
+    stopped = pod("r1", "node-b", running=False, started=0, stopped=12.5, gone=True)
+    never = pod("r1", "node-c", uid="uid-r1-c", running=False, started=None, stopped=12.5)
+    again = pod("r1", "node-d", uid="uid-r1-d", started=12.5)
+    script = [
+        (5, JobObservation((a, b), report(10, 5))),
+        (10, JobObservation((a, b), report(20, 10))),
+        (14, JobObservation((a, stopped, never, again), report(2, 13.5), frozenset({"node-b"}))),
+    ]
+    _, causes = run(script)
+    assert causes == [Cause.NODE_FAULT]
+
+
+def test_a_checkpoint_first_shown_by_the_restarted_job_was_saved_work() -> None:
+    """The checkpoint at step 20 (10.2 s) was overwritten by the restarted job's first
+    report before a tick saw it; that report says it loaded step 20, saved at 10.2 s:
+    only the 0.3 s after it were lost."""
+    a, b = pod("r0", "node-a", started=0), pod("r1", "node-b", started=0)
+    stopped = pod("r1", "node-b", running=False, started=0, stopped=10.5, gone=True)
+    again = pod("r1", "node-c", uid="uid-r1-c", started=10.5)
+    script = [
+        (5, JobObservation((a, b), report(10, 5))),
+        (9, JobObservation((a, b), report(18, 9))),
+        (
+            12,
+            JobObservation(
+                (a, stopped, again), report(22, 11.7, (20, 10.2)), frozenset({"node-b"})
+            ),
+        ),
+    ]
+    found, causes = run(script)
+    assert causes == [Cause.NODE_FAULT]
+    assert found[WASTED] == pytest.approx(10.5 - 10.2)
+    assert found[PRODUCTIVE] == pytest.approx(10.2)

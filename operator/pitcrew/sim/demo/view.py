@@ -60,7 +60,13 @@ class Snapshot:
     job_running: int = 0
     job_size: int = 0
     job_restarts: int = 0
-    job_lost_steps: int = 0
+    job_lost_steps: float = 0.0
+    step_seconds: float = 0.0
+    job_interruptions: int = 0
+    """Interruptions in Pitcrew's ledger (its metrics), beside the job's own restarts."""
+    job_wasted_seconds: float = 0.0
+    job_seconds: dict[str, float] = field(default_factory=dict)
+    """The job's wall time by category, from Pitcrew's metrics."""
     fleet_goodput: float | None = None
     job_goodput: float | None = None
     job_mfu: float | None = None
@@ -117,7 +123,7 @@ def _goodput(snapshot: Snapshot) -> RenderableType:
         "Training job",
         f"step {snapshot.job_step} (checkpoint {snapshot.job_checkpoint})",
         f"{snapshot.job_running}/{snapshot.job_size} pods running, "
-        f"{snapshot.job_restarts} restarts, {snapshot.job_lost_steps} steps lost",
+        f"{snapshot.job_restarts} restarts, {snapshot.job_lost_steps:.1f} steps lost",
     )
     table.add_row("Remediations", str(snapshot.remediations), "")
     return Panel(table, title="Goodput")
@@ -173,9 +179,23 @@ def summary(snapshot: Snapshot) -> Table:
     )
     table.add_row("remediations started", str(snapshot.remediations))
     table.add_row(
-        "job restarts / steps lost", f"{snapshot.job_restarts} / {snapshot.job_lost_steps}"
+        "job: restarts / steps lost",
+        f"{snapshot.job_restarts} / {snapshot.job_lost_steps:.1f}",
+    )
+    ledger_steps = (
+        snapshot.job_wasted_seconds / snapshot.step_seconds if snapshot.step_seconds else 0
+    )
+    table.add_row(
+        "ledger: interruptions / wasted",
+        f"{snapshot.job_interruptions} / {snapshot.job_wasted_seconds:.1f}s"
+        f" = {ledger_steps:.1f} steps",
     )
     table.add_row("fleet goodput", _percent(snapshot.fleet_goodput))
     table.add_row("job goodput", _percent(snapshot.job_goodput))
+    total = sum(snapshot.job_seconds.values())
+    if total:
+        for category in ("productive", "wasted", "recovery", "waiting"):
+            share = snapshot.job_seconds.get(category, 0.0) / total
+            table.add_row(f"  job time {category}", _percent(share))
     table.add_row("job MFU", _percent(snapshot.job_mfu))
     return table

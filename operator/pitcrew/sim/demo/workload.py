@@ -38,9 +38,13 @@ H100_BF16_FLOPS = 989.4e12
 class JobState:
     step: int = 0
     checkpoint_step: int = 0
+    checkpoint_time: datetime.datetime = field(
+        default_factory=lambda: datetime.datetime.now(datetime.UTC)
+    )
     running: int = 0
     restarts: int = 0
-    lost_steps: int = 0
+    lost_steps: float = 0.0
+    """Steps thrown away by restarts, the step in progress at each loss included."""
     events: list[str] = field(default_factory=list)
 
 
@@ -54,6 +58,8 @@ class TrainingJob:
         steps_per_second: float,
         checkpoint_every: int,
         gpus_per_pod: int = 8,
+        node_selector: dict[str, str] | None = None,
+        report_every: float = 0.0,
     ) -> None:
         self.api = api
         self.core = client.CoreV1Api(api)
@@ -62,20 +68,30 @@ class TrainingJob:
         self.steps_per_second = steps_per_second
         self.checkpoint_every = checkpoint_every
         self.gpus = gpus_per_pod
+        self.node_selector = node_selector or {}
+        """Where its pods may go (a test keeps them on its own nodes)."""
         self.state = JobState()
         self.was_running = False
         self.progress = 0.0
-        self.reporter = ProgressReporter(
+        self.report_every = report_every
+        """Seconds between progress reports: every step by default, since the demo
+        compresses time (a fault every few seconds, not every few hours)."""
+        self.reporter = self._reporter()
+
+    def _reporter(self) -> ProgressReporter:
+        """Rank 0's reporter. A restarted rank 0 is a new process with a new reporter,
+        which writes its first step at once: that report marks the resumption."""
+        return ProgressReporter(
             pod=self.pod_name(0),
             namespace=NAMESPACE,
-            min_interval=5,
+            min_interval=self.report_every,
             parameters=PARAMETERS,
             tokens_per_step=int(
                 DEMO_MFU
-                * size
-                * gpus_per_pod
+                * self.size
+                * self.gpus
                 * H100_BF16_FLOPS
-                / (6 * PARAMETERS * steps_per_second)
+                / (6 * PARAMETERS * self.steps_per_second)
             ),
             api=self.core,
         )
@@ -109,6 +125,7 @@ class TrainingJob:
                 ],
                 "terminationGracePeriodSeconds": 1,
                 "restartPolicy": "Never",
+                **({"nodeSelector": self.node_selector} if self.node_selector else {}),
             },
         }
         try:
@@ -144,13 +161,15 @@ class TrainingJob:
                 self.core.delete_namespaced_pod(name, NAMESPACE, grace_period_seconds=0)
         if len(running) < self.size:
             if self.was_running:
-                lost = self.state.step - self.state.checkpoint_step
+                lost = self.state.step - self.state.checkpoint_step + self.progress
                 self.state.lost_steps += lost
                 self.state.restarts += 1
                 self.state.step = self.state.checkpoint_step
                 self.progress = 0.0
+                self.reporter = self._reporter()
+                self.reporter.resumed(self.state.checkpoint_step, self.state.checkpoint_time)
                 self.state.events.append(
-                    f"lost a pod: back to step {self.state.checkpoint_step}, {lost} steps lost"
+                    f"lost a pod: back to step {self.state.checkpoint_step}, {lost:.1f} steps lost"
                 )
             self.was_running = False
             return
@@ -162,14 +181,15 @@ class TrainingJob:
         self.state.step += whole
         if self.state.step // self.checkpoint_every > before // self.checkpoint_every:
             self._checkpoint(running)
-        else:
+        elif whole:
             self.reporter.step(self.state.step)
 
     def _checkpoint(self, running: list[str]) -> None:
         step = self.state.step - self.state.step % self.checkpoint_every
         self.state.checkpoint_step = step
         self.reporter.checkpoint(step)
-        stamp = datetime.datetime.now(datetime.UTC).isoformat()
+        self.state.checkpoint_time = datetime.datetime.now(datetime.UTC)
+        stamp = self.state.checkpoint_time.isoformat()
         for pod in running:
             try:
                 self.core.patch_namespaced_pod(

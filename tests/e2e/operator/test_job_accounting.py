@@ -1,0 +1,117 @@
+"""Job accounting at the times the job shows: a training job loses steps three times
+to node faults, and the operator's wasted seconds match the steps it lost times its
+step time, within one step (the accountant ticks every 5 s; the outages are shorter)."""
+
+from __future__ import annotations
+
+import threading
+import time
+import urllib.request
+
+from fleet import GROUP_LABEL, Fleet, eventually
+from kubernetes import client
+from prometheus_client.parser import text_string_to_metric_families
+
+from pitcrew.sim.demo.workload import NAMESPACE, TrainingJob
+from pitcrew.sim.stack import SimStack
+
+FATAL_XID = [{"type": "xid", "gpu": 0, "code": 79}]
+STEPS_PER_SECOND = 0.25
+"""Four-second steps. Each loss is placed within half a second (the API writes pod times
+in whole seconds) and each resumption within a report interval (a quarter second), so
+three losses stay within one step in all."""
+
+
+def job_metrics(pitcrew: SimStack, job: str) -> dict[tuple[str, str], float]:
+    """The job's series from whichever operator leads (only the leader accounts)."""
+    found: dict[tuple[str, str], float] = {}
+    for name in ("operator-a", "operator-b"):
+        process = pitcrew.running.get(name)
+        if process is None or process.poll() is not None:
+            continue
+        url = f"http://127.0.0.1:{pitcrew.metrics_port(name)}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            text = answer.read().decode()
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.labels.get("job") != job:
+                    continue
+                key = (sample.name, sample.labels.get("category") or sample.labels.get("cause", ""))
+                found[key] = found.get(key, 0.0) + sample.value
+    return found
+
+
+def rank0_node(core: client.CoreV1Api, job: TrainingJob) -> str:
+    pod = core.read_namespaced_pod(job.pod_name(0), NAMESPACE)
+    return str(pod.spec.node_name or "")
+
+
+def test_wasted_time_matches_the_steps_a_job_lost_three_times(
+    fleet_factory: type[Fleet], pitcrew: SimStack
+) -> None:
+    fleet = fleet_factory(size=4)
+    fleet.policy()
+    for node in fleet.nodes:
+        fleet.wait_phase(node, "Healthy")
+    job = TrainingJob(
+        fleet.api,
+        name=f"{fleet.group}-llm",
+        size=2,
+        steps_per_second=STEPS_PER_SECOND,
+        checkpoint_every=3,
+        node_selector={GROUP_LABEL: fleet.group},
+        report_every=0.25,
+    )
+    job.start()
+    stop = threading.Event()
+
+    def train() -> None:  # the training loop, ticked every tenth of a second
+        last = time.monotonic()
+        while not stop.wait(0.1):
+            now = time.monotonic()
+            job.tick(now - last)
+            last = now
+
+    trainer = threading.Thread(target=train, daemon=True)
+    trainer.start()
+    try:
+        for round_ in range(3):
+            # Mid-way between two checkpoints, so steps are lost.
+            eventually(
+                lambda: (
+                    job.state.running == 2 and 1 <= job.state.step % 3 <= 2 and job.state.step >= 3
+                ),
+                timeout=90,
+                interval=0.05,
+                what="the job running between two checkpoints",
+            )
+            node = rank0_node(fleet.core, job)
+            fleet.inject(node, FATAL_XID)
+            eventually(lambda r=round_: job.state.restarts == r + 1, timeout=60, what="a restart")
+            # One node out at a time: the breaker's limit on a 4-node pool.
+            fleet.wait_phase(node, "Healthy", timeout=120)
+        eventually(lambda: job.state.running == 2 and job.state.step % 3 >= 1, timeout=90,
+                   what="the job running again")  # fmt: skip
+        time.sleep(12)  # two accountant ticks see progress resumed
+    finally:
+        stop.set()
+        trainer.join(timeout=5)
+        fleet.core.delete_collection_namespaced_pod(
+            NAMESPACE, label_selector=f"pitcrew.dev/job={job.name}", grace_period_seconds=0
+        )
+    lost = job.state.lost_steps
+    assert lost > 0
+    account = f"{NAMESPACE}/{job.name}"
+    found = eventually(
+        lambda: (
+            (m := job_metrics(pitcrew, account))
+            and m.get(("pitcrew_job_interruptions_total", "node-fault")) == 3
+            and m
+        ),
+        timeout=20,
+        what="three node-fault interruptions accounted",
+    )
+    wasted = found[("pitcrew_job_seconds_total", "wasted")]
+    step = 1 / STEPS_PER_SECOND
+    assert abs(wasted - lost * step) <= step, (wasted, lost, found)
+    assert found.get(("pitcrew_job_seconds_total", "recovery"), 0.0) > 0
