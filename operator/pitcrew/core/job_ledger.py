@@ -289,15 +289,16 @@ class JobLedger:
     def _interrupt(
         self, at: datetime.datetime, cause: Cause, observation: JobObservation, out: Tick
     ) -> None:
-        at = max(at, self.since or at)
         # A checkpoint saved before the loss may first show in a report after it (the
-        # restarted job says which checkpoint it loaded): that work was saved.
+        # restarted job says which checkpoint it loaded): that work was saved. Pod
+        # times are whole seconds, so a checkpoint within SLACK after it may be before.
         saved = [
             r.checkpoint_time
             for r in (observation.progress, *observation.reports)
             if r is not None and r.checkpoint_time is not None
         ]
-        self._checkpoint_at(max((t for t in saved if t <= at), default=None), out)
+        self._checkpoint_at(max((t for t in saved if t <= at + SLACK), default=None), out)
+        at = max(at, self.since or at)
         # Without checkpoints nothing says what was lost: all of it counted productive.
         self._credit(out, WASTED if self.checkpoints else PRODUCTIVE, at)
         out.interruptions.append(cause)
@@ -343,12 +344,13 @@ class JobLedger:
             restart = report.checkpoint_step  # the checkpoint it restarted from
         if report.time <= since or report.step <= restart:
             return
-        # Pods started after the report did not make it (replacements of a later loss).
+        # Pods started after the report did not make it (replacements of a later loss);
+        # pods gone since may have (the report is their last words).
         started = max(
             (
                 p.started_at
                 for p in observation.pods
-                if p.started_at and p.started_at <= report.time and not p.gone
+                if p.started_at and p.started_at <= report.time
             ),
             default=None,
         )

@@ -378,3 +378,25 @@ def test_a_checkpoint_first_shown_by_the_restarted_job_was_saved_work() -> None:
     assert causes == [Cause.NODE_FAULT]
     assert found[WASTED] == pytest.approx(10.5 - 10.2)
     assert found[PRODUCTIVE] == pytest.approx(10.2)
+
+
+def test_a_checkpoint_in_the_same_second_as_the_loss_counts_before_it() -> None:
+    """The pod's stop reads 10.5 s (a whole second, placed mid-second); the job's own
+    report says it saved at 10.8 s, within that second: the work was saved."""
+    a, b = pod("r0", "node-a", started=0), pod("r1", "node-b", started=0)
+    stopped = pod("r1", "node-b", running=False, started=0, stopped=10.5, gone=True)
+    again = pod("r1", "node-c", uid="uid-r1-c", started=11.5)
+    script = [
+        (5, JobObservation((a, b), report(10, 5))),
+        (9, JobObservation((a, b), report(18, 9))),
+        (
+            12,
+            JobObservation(
+                (a, stopped, again), report(20, 10.8, (20, 10.8)), frozenset({"node-b"})
+            ),
+        ),
+    ]
+    found, causes = run(script)
+    assert causes == [Cause.NODE_FAULT]
+    assert found.get(WASTED, 0.0) == 0.0
+    assert found[PRODUCTIVE] == pytest.approx(10.8)
