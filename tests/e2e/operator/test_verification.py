@@ -31,6 +31,22 @@ def verification(fleet: Fleet, node: str) -> dict[str, Any]:
     return dict((fleet.gpunode(node).get("status") or {}).get("verification") or {})
 
 
+def passed(fleet: Fleet, node: str, timeout: float = 150) -> dict[str, Any]:
+    """The node's verification once it passed; on a timeout, what it shows instead
+    (its verification status and Events), so a failure on a loaded machine says why."""
+    try:
+        found: dict[str, Any] = eventually(
+            lambda: (v := verification(fleet, node)).get("lastResult") == "Passed" and v,
+            timeout=timeout,
+            what=f"{node} verified",
+        )
+    except AssertionError as error:
+        reasons = [f"{e.reason}: {e.message}" for e in fleet.events(node)]
+        status = verification(fleet, node)
+        raise AssertionError(f"{error}; status {status}; events {reasons}") from None
+    return found
+
+
 def when(text: str) -> datetime.datetime:
     return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
 
@@ -54,13 +70,7 @@ def test_idle_nodes_are_verified_in_service_and_a_busy_node_is_not(
     fleet.pod(workload_namespace, "trainer-0", busy)
     periodic_policy(fleet)
     for node in fleet.nodes[:2]:
-        found = eventually(
-            lambda n=node: (
-                verification(fleet, n).get("lastResult") == "Passed" and verification(fleet, n)
-            ),
-            timeout=90,
-            what=f"{node} verified",
-        )
+        found = passed(fleet, node)
         assert when(found["next"]) - when(found["lastTime"]) == INTERVAL
         assert fleet.phase(node) == "Healthy"
         assert never_cordoned(fleet, node)
@@ -88,11 +98,7 @@ def test_a_failing_verification_takes_the_node_out(fleet_factory: type[Fleet]) -
         what=f"{bad} quarantined by its verification",
     )
     fleet.wait_events(bad, "VerificationFailed")
-    eventually(
-        lambda: verification(fleet, fleet.nodes[1]).get("lastResult") == "Passed",
-        timeout=90,
-        what="the healthy node verified",
-    )
+    passed(fleet, fleet.nodes[1])
 
 
 def test_a_workload_arriving_preempts_the_probe_and_is_scheduled(
