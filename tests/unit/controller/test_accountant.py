@@ -128,6 +128,11 @@ def test_a_pod_evicted_and_replaced_between_two_ticks_is_placed_at_its_deletion(
         "pitcrew_job_interruptions_total", {"job": job, "cause": "node-fault"}
     )
     assert interruptions == 1
+    # Counted for the pool of the job's nodes too (mean time between interruptions).
+    pool = REGISTRY.get_sample_value(
+        "pitcrew_pool_interruptions_total", {"pool": "fleet", "cause": "node-fault"}
+    )
+    assert pool == 1
 
 
 def test_a_quarantine_shorter_than_a_tick_shows_in_gpu_seconds() -> None:
