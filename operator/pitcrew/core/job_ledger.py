@@ -167,9 +167,12 @@ class JobLedger:
     newest: datetime.datetime | None = None
     """The time of the newest report taken (older ones are not taken again)."""
     achieved_flops: float | None = None
+    _alive: dict[datetime.datetime, int] = field(default_factory=dict, repr=False)
+    """This tick's count of pods running at an instant, by instant (see ``_was_whole``)."""
 
     def tick(self, observation: JobObservation, now: datetime.datetime) -> Tick:
         out = Tick()
+        self._alive = {}
         if self.since is None:
             # A job created since the previous tick is counted from its first pod.
             created = min((p.created_at for p in observation.pods if p.created_at), default=None)
@@ -323,16 +326,24 @@ class JobLedger:
         at = pod.stopped_at
         if at is None or pod.started_at is None or pod.started_at >= at:
             return False
-        pods = {**self.pods, **{p.key: p for p in observation.pods}}
-        others = {
-            key
-            for key, p in pods.items()
-            if key != pod.key
-            and p.started_at is not None
-            and p.started_at < at
-            and (p.stopped_at is None or p.stopped_at > at)
-        }
-        return len(others) + 1 >= self.size
+        return self._running_at(at, observation) + 1 >= self.size
+
+    def _running_at(self, at: datetime.datetime, observation: JobObservation) -> int:
+        """Pods that had started before ``at`` and not stopped by then; a pod stopping at
+        ``at`` is not among them. Counted once per instant and tick: the pods of one
+        loss all stop at one instant, and counting per pod would cost pods squared."""
+        count = self._alive.get(at)
+        if count is None:
+            pods = {**self.pods, **{p.key: p for p in observation.pods}}
+            count = sum(
+                1
+                for p in pods.values()
+                if p.started_at is not None
+                and p.started_at < at
+                and (p.stopped_at is None or p.stopped_at > at)
+            )
+            self._alive[at] = count
+        return count
 
     def _resume_at(self, report: Progress, observation: JobObservation, out: Tick) -> None:
         """Progress resumed if ``report`` shows steps beyond the checkpoint the job

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from pitcrew.sim import devcluster
+from pitcrew.sim.demo.runner import STEPS_PER_SECOND
 
 
 def test_a_short_demo_takes_faulty_nodes_out_and_cleans_up(tmp_path: Path) -> None:
@@ -33,14 +34,16 @@ def test_a_short_demo_takes_faulty_nodes_out_and_cleans_up(tmp_path: Path) -> No
     assert 1 <= int(taken_out.split("│")[2]) <= on_nodes
     assert "job goodput" in summary
     # The job's own count and Pitcrew's ledger agree: every restart is an interruption,
-    # and the time wasted is the steps lost, within a step per loss (pod times are whole
-    # seconds; a resumption is seen at the next progress report).
+    # and the time wasted is the steps lost, within a second's steps per loss: the API
+    # stamps a pod's stop in whole seconds, and the demo's compressed steps are 0.5 s
+    # (tests/e2e/operator/test_job_accounting.py holds the ledger to one step at
+    # steps longer than that second).
     own = next(line for line in summary.splitlines() if "job: restarts" in line)
     restarts, lost = (float(x) for x in own.split("│")[2].split("/"))
     ledger = next(line for line in summary.splitlines() if "ledger: interruptions" in line)
     interruptions = int(ledger.split("│")[2].split("/")[0])
     ledger_steps = float(ledger.split("=")[1].split("steps")[0])
     assert interruptions == restarts
-    assert abs(ledger_steps - lost) <= max(1.0, restarts), summary
+    assert abs(ledger_steps - lost) <= max(1.0, restarts * STEPS_PER_SECOND), summary
     assert (directory / "cluster" / "state.json").exists() is False
     assert devcluster.status(directory=directory / "cluster")["running"] is False

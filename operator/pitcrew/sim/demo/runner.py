@@ -35,6 +35,8 @@ from pitcrew.sim.stack import SimStack
 logger = logging.getLogger(__name__)
 IN_SERVICE = ("Healthy", "Spare")
 TRAIN_TICK_S = 0.1
+STEPS_PER_SECOND = 2.0
+"""The demo job's step rate: a fault every few seconds needs steps well under one."""
 ACTIONS_KEPT = 100
 
 
@@ -123,7 +125,11 @@ class Demo:
                     1, self.options.nodes - self.options.spares - max(2, self.options.nodes // 8)
                 )
                 job = TrainingJob(
-                    api, name="llm-pretrain", size=size, steps_per_second=2.0, checkpoint_every=20
+                    api,
+                    name="llm-pretrain",
+                    size=size,
+                    steps_per_second=STEPS_PER_SECOND,
+                    checkpoint_every=20,
                 )
                 job.start()
                 return self._loop(api, stack.kubeconfig, job)
