@@ -1,0 +1,516 @@
+"""Pitcrew in the loop: the node agent, the operator's rounds and its executor.
+
+Every decision is :func:`pitcrew.core.lifecycle.decide` with the policy's real
+``GPUHealthPolicySpec``, on the fleet view of :mod:`pitcrew.core.fleet`
+(``after_decision`` after each decision of a round, as the round loop does);
+cordons and taints are :mod:`pitcrew.core.node_edits` plans applied to the
+node; the breaker is :func:`pitcrew.core.breaker.next_breaker`. What is
+simulated is the world's answer to the actions: evicted pods leave after the
+grace period, a probe reports after its run, a reset Job's pod succeeds or a
+node reboots with a new boot ID, the agent reports the repair's key.
+
+A node is decided only when something about it changed (an agent report, an
+edit or pod change seen by the watch, a repair's evidence) or at its next
+deadline under the policy (a timer per node: the checkpoint wait, drain,
+rung and probe timeouts, the next verification, a watched finding's
+escalation), and nodes waiting on a fleet-wide bound (the breaker, the drain
+and remediation limits, surplus spares) are decided again when the bound may
+have moved, as the operator's periodic resync would. A node's plan is carried
+out ``exec_latency`` after its decision, and the node is not decided again
+before that (a plan in flight).
+"""
+
+from __future__ import annotations
+
+import datetime
+import time
+from collections import Counter
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from gpuhealth.report import CheckResult, CheckStatus, FaultClass
+from pitcrew.api.gpunode import ChecksStatus, GPUNodeStatus, Phase, Transition
+from pitcrew.api.policy import GPUHealthPolicySpec, RemediationAction
+from pitcrew.api.vocabulary import IN_SERVICE, OUT_OF_SERVICE, SPARE_TAINT, UNHEALTHY
+from pitcrew.core import actions as a
+from pitcrew.core import node_edits
+from pitcrew.core.agent_config import agent_checks
+from pitcrew.core.breaker import Breaker, next_breaker
+from pitcrew.core.breaker import Transition as BreakerTransition
+from pitcrew.core.evidence import WATCH_ESCALATES_AFTER
+from pitcrew.core.fleet import Summary, after_decision, summarize
+from pitcrew.core.lifecycle import decide
+from pitcrew.core.verification import POD_GRACE
+from pitcrew.core.views import FleetView, NodeState, PolicyView
+from pitcrew.sim.simulate import timing
+from pitcrew.sim.simulate.clock import seconds
+from pitcrew.sim.simulate.mix import Depth, Fault, Shows, Symptom
+from pitcrew.sim.simulate.world import Node, Stage
+
+if TYPE_CHECKING:
+    from pitcrew.sim.simulate.settings import Assumptions, Contender
+    from pitcrew.sim.simulate.world import World
+
+EPSILON = 0.001
+"""Timers fire just past a deadline: the lifecycle compares most of them strictly."""
+_EPOCH = datetime.datetime.min.replace(tzinfo=datetime.UTC)
+HEALTHY_CHECK = CheckResult(name="xid", status=CheckStatus.PASS)
+SILENT_SYMPTOM = Symptom(
+    "gemm", FaultClass.FATAL, "GEMM result differs from the reference (silent data corruption)"
+)
+REPAIR_DEPTH = {
+    RemediationAction.RESET_GPU: Depth.RESET,
+    RemediationAction.REBOOT: Depth.REBOOT,
+    RemediationAction.REIMAGE: Depth.REIMAGE,
+    RemediationAction.CLUSTER_API: Depth.REIMAGE,
+    RemediationAction.WEBHOOK: Depth.HARDWARE,
+}
+"""The deepest fault each rung clears. A webhook hands the node to people, who fix
+whatever it has."""
+
+
+class Operator:
+    def __init__(
+        self,
+        world: World,
+        *,
+        contender: Contender,
+        spec: GPUHealthPolicySpec,
+        assumptions: Assumptions,
+        created: datetime.datetime,
+    ) -> None:
+        self.world, self.clock, self.spec = world, world.clock, spec
+        self.assumptions = assumptions
+        self.policy = PolicyView(name=contender.name, created=created, spec=spec)
+        self.detection = contender.detection
+        self.interval = spec.checks.interval.total_seconds()
+        self.breaker = Breaker()
+        self.dirty: set[int] = set()
+        self.round_pending = False
+        self.resync_pending = False
+        self.blocked: set[int] = set()
+        self.suspects: set[int] = set()
+        self.out: set[str] = set()
+        self.summaries: dict[int, Summary] = {}
+        self.phases: Counter[Phase] = Counter()
+        self.refused = self.verifying = self.total = 0
+        self.spares: dict[str, datetime.datetime] = {}
+        self.decisions = 0
+        self.cpu = 0.0
+        self.records: Counter[str] = Counter()
+        self.breaker_trips = 0
+
+    # -- the fleet, kept as fleet_of would compute it ------------------------------------
+
+    def start(self, nodes: list[Node], *, decide_now: list[Node]) -> None:
+        """Every node Healthy and reporting (in service before the policy); the nodes
+        the job does not use are decided at once (the spare pool forms from them)."""
+        now = self.clock.datetime
+        report = ChecksStatus(report_time=now, backend="sim", results=[HEALTHY_CHECK])
+        status = GPUNodeStatus(
+            phase=Phase.HEALTHY,
+            phase_since=self.policy.created,
+            reason="Adopted",
+            policy=self.policy.name,
+            checks=report,
+            last_heartbeat=now,
+        )
+        checks = agent_checks(self.policy, nodes[0].view) if nodes else None
+        for node in nodes:
+            node.status, node.checks = status, checks
+            self._count(node, +1)
+        for node in decide_now:
+            self.mark(node)
+
+    def _count(self, node: Node, sign: int) -> None:
+        if sign > 0:
+            self.summaries[node.index] = summarize(node.status)
+        summary = self.summaries[node.index]
+        if summary.phase is Phase.EXCLUDED:
+            return
+        self.total += sign
+        self.phases[summary.phase] += sign
+        self.refused += sign * summary.refused
+        self.verifying += sign * summary.verifying
+        if summary.phase is Phase.SPARE:
+            if sign > 0:
+                self.spares[node.name] = summary.since or _EPOCH
+            else:
+                self.spares.pop(node.name, None)
+        if summary.phase is Phase.SUSPECT:
+            (self.suspects.add if sign > 0 else self.suspects.discard)(node.index)
+        if summary.phase in OUT_OF_SERVICE:
+            (self.out.add if sign > 0 else self.out.discard)(node.name)
+
+    def snapshot(self) -> FleetView:
+        spares = sorted((since, name) for name, since in self.spares.items())
+        return FleetView(
+            total=self.total,
+            phases={p: n for p, n in self.phases.items() if n > 0},
+            spares=tuple(name for _, name in spares),
+            refused=self.refused,
+            verifying=self.verifying,
+        )
+
+    def remove(self, node: Node) -> None:
+        """A person deleted the node (taken for repair): it leaves the fleet."""
+        self._count(node, -1)
+        self.dirty.discard(node.index)
+        self.blocked.discard(node.index)
+        node.timer += 1
+        node.repair += 1
+
+    def rejoin(self, node: Node) -> None:
+        """The node comes back as a new Node and GPUNode: Pending, reporting."""
+        old = node.status.phase
+        node.status = GPUNodeStatus()
+        node.checks = None
+        node.repair_key = node.reset_job = node.probe = ""
+        node.history.append(
+            Transition(
+                time=self.clock.datetime, from_phase=old, to_phase=Phase.PENDING, reason="Rejoined"
+            )
+        )
+        del node.history[:-4]
+        self.world.moved(node, old, Phase.PENDING)
+        self._count(node, +1)
+        self.agent_sees(node, None)
+
+    # -- the node agent -------------------------------------------------------------------
+
+    def agent_sees(self, node: Node, fault: Fault | None) -> None:
+        """Something the agent would report changed: it writes at its next sweep. Without
+        Pitcrew's detection (an attribution run) a fault's findings reach the operator
+        only once a person would have noticed the crash, and a precursor never."""
+        delay = node.rng.uniform(0.0, self.interval)
+        if fault is not None and not self.detection and self.world.people is not None:
+            if node.stage is Stage.WARNING:
+                return
+            delay += self.world.people.notice_delay(fault)
+        self.clock.after(delay, self._report, node)
+
+    def _report(self, node: Node) -> None:
+        if node.away or not node.view.ready:
+            return
+        symptom = self._symptom(node)
+        results = [HEALTHY_CHECK]
+        if symptom is not None:
+            results = [
+                CheckResult(
+                    name=symptom.check,
+                    status=CheckStatus.FAIL,
+                    gpu=node.fault.gpu if node.fault is not None else None,
+                    fault_class=symptom.fault_class,
+                    message=symptom.message,
+                )
+            ]
+        now = self.clock.datetime
+        report = ChecksStatus(
+            report_time=now, backend="sim", results=results, repair=node.repair_key
+        )
+        self._set_status(
+            node, node.status.model_copy(update={"checks": report, "last_heartbeat": now})
+        )
+        self.mark(node)
+
+    def _symptom(self, node: Node) -> Symptom | None:
+        fault = node.fault
+        if fault is None or fault.kind.shows is not Shows.GPU:
+            return None
+        if node.stage is Stage.ACTIVE:
+            return fault.kind.crash
+        if node.stage is Stage.WARNING:
+            return fault.kind.warning
+        return None
+
+    def checkpointed(self) -> None:
+        """The job's pods carry a new checkpoint time: a Suspect node may drain now."""
+        for index in self.suspects:
+            node = self.world.nodes[index]
+            if node.job:
+                self.mark(node)
+
+    # -- rounds ---------------------------------------------------------------------------
+
+    def mark(self, node: Node) -> None:
+        if node.away:
+            return
+        self.dirty.add(node.index)
+        if not self.round_pending:
+            self.round_pending = True
+            self.clock.after(0.0, self._round)
+
+    def _round(self) -> None:
+        self.round_pending = False
+        nodes = self.world.nodes
+        ready = sorted(i for i in self.dirty if not nodes[i].in_flight)
+        if not ready:
+            return
+        self.dirty.difference_update(ready)
+        before = self._bounds()
+        fleet = self.snapshot()
+        started = time.process_time()
+        for index in ready:
+            fleet = self._decide(nodes[index], fleet)
+        self.cpu += time.process_time() - started
+        self._breaker()
+        if self._bounds() != before:
+            self._resync_soon()
+
+    def _bounds(self) -> tuple[int, ...]:
+        phases = self.phases
+        return (
+            sum(phases[p] for p in UNHEALTHY),
+            phases[Phase.DRAINING],
+            phases[Phase.REMEDIATING],
+            self.verifying,
+            len(self.spares),
+        )
+
+    def _decide(self, node: Node, fleet: FleetView) -> FleetView:
+        now = self.clock.datetime
+        before = node.status
+        if node.view.ready:
+            before = before.model_copy(update={"last_heartbeat": now})
+        view = replace(node.view, pods=self.world.pods(node))
+        decision = decide(
+            state=NodeState(node=view, status=before, checks=node.checks),
+            policy=self.policy,
+            fleet=fleet,
+            now=now,
+        )
+        self.decisions += 1
+        fleet = after_decision(fleet, node=node.name, before=before, decision=decision)
+        old = before.phase
+        self._set_status(node, decision.status)
+        if decision.phase is Phase.RETIRED and old is not Phase.RETIRED and self.world.people:
+            self.world.people.retired(node)
+        admitted = next((c for c in decision.status.conditions if c.type == "Admitted"), None)
+        if admitted is not None and admitted.status == "False":
+            self.blocked.add(node.index)
+        else:
+            self.blocked.discard(node.index)
+        work = [x for x in decision.actions if not isinstance(x, a.Record)]
+        for record in decision.actions:
+            if isinstance(record, a.Record):
+                self.records[record.reason] += 1
+        if work:
+            node.in_flight = True
+            self.clock.after(self.assumptions.exec_latency, self._execute, node, work)
+        self._arm(node)
+        return fleet
+
+    def _set_status(self, node: Node, status: GPUNodeStatus) -> None:
+        old = node.status.phase
+        self._count(node, -1)
+        node.status = status
+        self._count(node, +1)
+        self.world.moved(node, old, status.phase)
+
+    def _breaker(self) -> None:
+        fleet = self.snapshot()
+        breaker, change = next_breaker(
+            self.breaker, fleet=fleet, safety=self.spec.safety, now=self.clock.datetime
+        )
+        if breaker == self.breaker:
+            return
+        self.breaker = breaker
+        self.policy = replace(
+            self.policy,
+            breaker_open=breaker.open,
+            breaker_since=breaker.since,
+            cooldown_until=breaker.cooldown_until,
+        )
+        if change is BreakerTransition.OPENED:
+            self.breaker_trips += 1
+        if change is BreakerTransition.CLOSED and breaker.cooldown_until is not None:
+            self.clock.at(seconds(breaker.cooldown_until) + EPSILON, self._resync)
+
+    def _resync_soon(self) -> None:
+        if not self.resync_pending:
+            self.resync_pending = True
+            self.clock.after(self.assumptions.resync, self._resync)
+
+    def _resync(self) -> None:
+        """Decide again the nodes a fleet-wide bound holds, and surplus spares."""
+        self.resync_pending = False
+        wanted = max(0, self.spec.spares.count - sum(self.phases[p] for p in UNHEALTHY))
+        again = set(self.blocked)
+        if len(self.spares) > wanted:
+            again |= {self.world.by_name[name].index for name in self.spares}
+        for index in sorted(again):
+            self.mark(self.world.nodes[index])
+
+    # -- deadlines ------------------------------------------------------------------------
+
+    def _arm(self, node: Node) -> None:
+        node.timer += 1
+        deadline = self._deadline(node.status)
+        if deadline is not None:
+            self.clock.at(deadline, self._timer, node, node.timer)
+
+    def _timer(self, node: Node, generation: int) -> None:
+        if generation == node.timer:
+            self.mark(node)
+
+    def _deadline(self, status: GPUNodeStatus) -> float | None:
+        spec = self.spec
+        times: list[datetime.datetime] = []
+        since = status.phase_since
+        if status.phase is Phase.SUSPECT and since is not None:
+            times.append(since + spec.safety.drain.checkpoint_max_delay)
+        elif status.phase is Phase.DRAINING and status.drain is not None:
+            times.append(status.drain.started_at + spec.safety.drain.timeout)
+        elif status.phase is Phase.REMEDIATING and status.remediation is not None:
+            remediation = status.remediation
+            ladder = spec.remediation.ladders.for_class(remediation.fault_class)
+            if remediation.step < len(ladder):
+                times.append(remediation.started_at + ladder[remediation.step].timeout)
+        elif status.phase is Phase.VALIDATING and since is not None:
+            times.append(since + spec.validation.timeout)
+        verification = status.verification
+        if status.phase in IN_SERVICE and verification is not None:
+            if verification.job and verification.started_at is not None:
+                times.append(verification.started_at + spec.validation.timeout)
+                times.append(verification.started_at + POD_GRACE)
+            elif verification.next is not None and spec.validation.periodic.enabled:
+                times.append(verification.next)
+        times.extend(w.since + WATCH_ESCALATES_AFTER for w in status.watching if not w.escalated)
+        now = self.clock.now
+        future = [seconds(t) + EPSILON for t in times if seconds(t) + EPSILON > now]
+        return min(future) if future else None
+
+    # -- the executor ---------------------------------------------------------------------
+
+    def _execute(self, node: Node, actions: list[a.Action]) -> None:
+        node.in_flight = False
+        if node.away:
+            return
+        changed = False
+        for action in actions:
+            changed |= self._do(node, action)
+        self.world.refresh(node)
+        if changed or node.index in self.dirty:
+            self.mark(node)
+
+    def _do(self, node: Node, action: a.Action) -> bool:  # noqa: PLR0911 - one case per action
+        match action:
+            case a.Cordon() | a.Uncordon() | a.SetTaint() | a.RemoveTaint():
+                return self._edit(node, action)
+            case a.Evict():
+                self.world.evict(node, force=False)
+                return True
+            case a.ForceDelete():
+                self.world.evict(node, force=True)
+                return True
+            case a.StartProbe(suite=suite, name=name):
+                node.probe, node.probe_suite = name, suite
+                duration = timing.PROBE.get(suite, timing.PROBE["standard"]).draw(node.rng)
+                self.clock.after(duration, self._probe_done, node, name)
+                return True
+            case a.CancelProbe(name=name):
+                if node.probe == name:
+                    node.probe = ""
+                    return True
+                return False
+            case a.Remediate():
+                self._remediate(node, action)
+                return False
+            case a.ConfirmRepair(key=key):
+                node.repair_key = key
+                self.agent_sees(node, None)
+                return False
+            case a.ReleaseSpare(node=name):
+                spare = self.world.by_name.get(name)
+                if spare is not None and self._edit(
+                    spare, a.RemoveTaint(SPARE_TAINT, action.reason, action.message)
+                ):
+                    self.world.refresh(spare)
+                    self.mark(spare)
+                return False
+            case a.PublishChecks(checks=checks):
+                node.checks = checks
+                return False
+        return False
+
+    def _edit(self, node: Node, action: node_edits.NodeAction) -> bool:
+        edit = node_edits.plan(node.view, action)
+        if edit is None:
+            return False
+        node.view = node_edits.apply(node.view, edit)
+        return True
+
+    # -- the world's answers --------------------------------------------------------------
+
+    def _remediate(self, node: Node, action: a.Remediate) -> None:
+        node.repair += 1
+        kind = action.action
+        if kind is RemediationAction.WEBHOOK and self.world.people is not None:
+            duration = self.world.people.by_hand(node.fault)
+        else:
+            duration = timing.REMEDIATOR.get(kind, timing.REBOOT).draw(node.rng)
+        if kind is not RemediationAction.RESET_GPU:
+            self.world.down(node)
+        self.clock.after(duration, self._repaired, node, node.repair, kind, action.key)
+
+    def _repaired(self, node: Node, generation: int, kind: RemediationAction, key: str) -> None:
+        """The rung's work is done: the fault is cleared if the rung reaches deep enough;
+        if not, it stays, or (``latent_share``) hides from the passive checks."""
+        if generation != node.repair or node.away:
+            return
+        fault = node.fault
+        if fault is not None and fault.depth <= REPAIR_DEPTH.get(kind, Depth.NONE):
+            self.world.clear(node)
+        elif (
+            fault is not None
+            and node.stage is Stage.ACTIVE
+            and fault.rng.random() < self.assumptions.latent_share
+        ):
+            self.world.hide(node, fault)
+        if kind is RemediationAction.RESET_GPU:
+            node.reset_job = key
+            self.mark(node)
+        else:
+            self.world.up(node)
+
+    def _probe_done(self, node: Node, name: str) -> None:
+        if node.probe != name or node.away:
+            return
+        node.probe = ""
+        if not node.view.ready:
+            return  # the probe pod could not run: the validation times out
+        found = self._probe_finds(node)
+        results = [
+            CheckResult(name="gemm", status=CheckStatus.PASS, gpu=g) for g in range(node.gpus)
+        ]
+        if found is not None and node.fault is not None:
+            results[node.fault.gpu] = CheckResult(
+                name=found.check,
+                status=CheckStatus.FAIL,
+                gpu=node.fault.gpu,
+                fault_class=found.fault_class,
+                message=found.message,
+            )
+        report = ChecksStatus(
+            report_time=self.clock.datetime,
+            backend="sim",
+            suite=node.probe_suite,
+            results=results,
+            job=name,
+        )
+        self._set_status(node, node.status.model_copy(update={"probe": report}))
+        self.mark(node)
+
+    def _probe_finds(self, node: Node) -> Symptom | None:
+        """A probe under load finds a fault that shows, and most that hide."""
+        fault = node.fault
+        if fault is None:
+            return None
+        crash = fault.kind.crash or SILENT_SYMPTOM
+        if node.stage is Stage.ACTIVE:
+            return crash if fault.kind.shows in (Shows.GPU, Shows.SILENT) else None
+        if node.stage is Stage.WARNING:
+            return fault.kind.warning
+        if fault.rng.random() < self.assumptions.probe_finds_hidden:
+            return crash
+        return None

@@ -1,0 +1,372 @@
+"""The training job: steps, checkpoints, crashes and restarts, accounted by the real ledger.
+
+One synchronous job of ``size`` pods, one per node. It trains in steps of
+``step_time``; every ``checkpoint_interval`` of training it checkpoints, blocking
+(training stops for ``checkpoint_cost``) or asynchronously (durable
+``checkpoint_cost`` later). A crash anywhere stops every rank; the launcher
+(JobSet semantics) deletes and recreates the pods, which the scheduler puts back on
+their nodes unless a node can no longer take them, so a rank moves only off a
+node that is cordoned, tainted or gone. The job runs again once every rank is on a
+node with no fault that crashes it, after ``restart_cost``, from its last durable
+checkpoint.
+
+Accounting is :class:`pitcrew.core.job_ledger.JobLedger`'s, fed the pods (with
+their start and stop times and restart counts) and rank 0's progress at every
+event that matters to it: just before and at each interruption, when the pods run
+again, one step after training resumed, at the first checkpoint after a restart
+(the ledger measures the step time there), each simulated day and at the end.
+The ledger does not know that a blocking checkpoint is not training: that time is
+counted here (``checkpointing``) and taken out of its productive time. Time down
+is split here too: ``capacity`` is the part spent with a rank that no node could
+take at once (no spare, a node taken back from other work, none at all).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Protocol
+
+from pitcrew.core.job_ledger import Cause, JobLedger, JobObservation, JobPod, Progress
+from pitcrew.sim.simulate.clock import START, Clock, at
+
+if TYPE_CHECKING:
+    from pitcrew.sim.simulate.settings import Assumptions, Settings
+    from pitcrew.sim.simulate.world import Node
+
+
+class State(StrEnum):
+    RUNNING = "running"
+    PAUSED = "paused"
+    """In a blocking checkpoint."""
+    HUNG = "hung"
+    """Waiting on a collective that never completes, until the watchdog."""
+    DOWN = "down"
+    STARTING = "starting"
+    """Every pod runs; the restart cost is being paid."""
+
+
+TRAINING = frozenset({State.RUNNING, State.PAUSED, State.HUNG})
+
+
+class Hosts(Protocol):
+    """What the job needs from the cluster it runs on."""
+
+    def keeps(self, node: Node) -> bool:
+        """A recreated pod of this node's rank lands on it again."""
+
+    def blocked(self, ranks: dict[int, int]) -> bool:
+        """One of these nodes has a fault that crashes the job at once."""
+
+    def release(self, node: Node) -> None:
+        """The rank's pod has left the node."""
+
+    def fill(self, job: Job) -> None:
+        """Place the job's ranks that have no node."""
+
+    def out_of_service(self) -> frozenset[str]:
+        """Nodes Pitcrew has taken out of service (what the ledger reads as a node fault)."""
+
+    def checkpointed(self) -> None:
+        """The pods' checkpoint annotation changed."""
+
+
+@dataclass
+class Totals:
+    seconds: dict[str, float] = field(default_factory=dict)
+    interruptions: dict[str, int] = field(default_factory=dict)
+    checkpointing: float = 0.0
+    capacity: float = 0.0
+    crashes: int = 0
+    """Interruptions that threw progress away (every one but a planned stop)."""
+    daily: list[tuple[float, dict[str, float], float]] = field(default_factory=list)
+    """(day, ledger seconds so far, checkpointing so far) at each day's end."""
+
+
+class Job:
+    def __init__(
+        self,
+        *,
+        clock: Clock,
+        settings: Settings,
+        assumptions: Assumptions,
+        size: int,
+        gpus: int,
+        hosts: Hosts,
+    ) -> None:
+        self.clock, self.hosts, self.size, self.gpus = clock, hosts, size, gpus
+        self.step = settings.step_time
+        self.steps_per_checkpoint = max(1, round(settings.checkpoint_interval / self.step))
+        self.cost = settings.checkpoint_cost
+        self.blocking = not settings.async_checkpoint
+        self.restart_cost = settings.restart_cost
+        self.termination = assumptions.pod_termination
+        self.watchdog = assumptions.watchdog
+        self.ledger = JobLedger(last=START)
+        self.totals = Totals()
+        self.state = State.DOWN
+        self.epoch = 0
+        self.ranks: list[Node | None] = [None] * size
+        self.rank_of: dict[int, int] = {}
+        self.pods: list[JobPod] = [JobPod(f"trainer-{r}", False, "", gpus) for r in range(size)]
+        self.incarnation = [0] * size
+        self.unplaced = size
+        self.relaunching = False
+        self.short = 0
+        """Ranks the cluster could not place at once (waiting for a node)."""
+        self.short_since = 0.0
+        self.anchor, self.anchor_step = 0.0, 0
+        self.checkpoint_step, self.checkpoint_stamp, self.checkpoint_at = 0, 0.0, 0.0
+        self.measure_at_checkpoint = True
+        self.stop_after_checkpoint = False
+
+    # -- the cluster's side ---------------------------------------------------------------
+
+    def assign(self, rank: int, node: Node) -> None:
+        if self.ranks[rank] is None:
+            self.unplaced -= 1
+        self.ranks[rank] = node
+        self.rank_of[node.index] = rank
+        self.incarnation[rank] += 1
+        self.pods[rank] = JobPod(
+            f"trainer-{rank}",
+            False,
+            node.name,
+            self.gpus,
+            uid=f"trainer-{rank}-{self.incarnation[rank]}",
+        )
+
+    def begin(self) -> None:
+        """Start training at time zero on the ranks placed so far (all of them)."""
+        self._pods_running()
+        self._tick()
+        self._resume(self.epoch)
+
+    def vacate(self, node: Node) -> None:
+        """The rank on ``node`` has no node any more."""
+        rank = self.rank_of.pop(node.index, None)
+        if rank is not None:
+            self.ranks[rank] = None
+            self.unplaced += 1
+
+    def pending(self) -> list[int]:
+        return [r for r, node in enumerate(self.ranks) if node is None]
+
+    def set_short(self, short: int) -> None:
+        now = self.clock.now
+        if self.short and self.state is State.DOWN:
+            self.totals.capacity += now - self.short_since
+        self.short, self.short_since = short, now
+
+    @property
+    def training(self) -> bool:
+        return self.state in TRAINING
+
+    @property
+    def down(self) -> bool:
+        return self.state is State.DOWN
+
+    # -- events ---------------------------------------------------------------------------
+
+    def crash(self, *, planned: bool = False) -> None:
+        """A rank died (a fault, an eviction, a bug, a planned stop): every rank stops."""
+        if self.state is State.DOWN:
+            return
+        if self.training:
+            self._tick()  # the checkpoints so far, credited before the interruption
+            self._stop_pods()
+            self._tick()
+            self.totals.crashes += not planned
+        else:
+            self._stop_pods()
+        self.state = State.DOWN
+        self.epoch += 1
+        self.stop_after_checkpoint = False
+        self.relaunch()
+
+    def hang(self) -> None:
+        if not self.training:
+            return
+        self._freeze()
+        self.state = State.HUNG
+        self.epoch += 1
+        self.clock.after(self.watchdog, self._watchdog, self.epoch)
+
+    def planned_stop(self) -> None:
+        """A planned interruption: the job stops right after its next checkpoint."""
+        if self.state in (State.RUNNING, State.PAUSED):
+            self.stop_after_checkpoint = True
+
+    def relaunch(self) -> None:
+        """The launcher recreates the pods (after the old ones terminated)."""
+        if not self.relaunching:
+            self.relaunching = True
+            self.clock.after(self.termination, self._relaunch)
+
+    def try_start(self) -> None:
+        if self.state is not State.DOWN or self.relaunching or self.unplaced:
+            return
+        if self.hosts.blocked(self.rank_of):
+            return  # crash-looping on a broken node until someone takes it away
+        self.set_short(0)
+        self.state = State.STARTING
+        self._pods_running()
+        self._tick()
+        self.clock.after(self.restart_cost, self._resume, self.epoch)
+
+    def day(self, index: int) -> None:
+        self._tick()
+        self.totals.daily.append(
+            (float(index), dict(self.totals.seconds), self._checkpointing_so_far())
+        )
+
+    def finish(self) -> None:
+        self.totals.checkpointing = self._checkpointing_so_far()
+        self.set_short(0)
+        self._tick(finished=True)
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _relaunch(self) -> None:
+        self.relaunching = False
+        if self.state is not State.DOWN:
+            return
+        for node in list(self.ranks):
+            if node is not None and not self.hosts.keeps(node):
+                self.vacate(node)
+                self.hosts.release(node)
+        self.hosts.fill(self)
+        self.try_start()
+
+    def _watchdog(self, epoch: int) -> None:
+        if epoch == self.epoch and self.state is State.HUNG:
+            self.crash()
+
+    def _resume(self, epoch: int) -> None:
+        if epoch != self.epoch:
+            return
+        now = self.clock.now
+        self.state = State.RUNNING
+        self.anchor, self.anchor_step = now, self.checkpoint_step
+        self.measure_at_checkpoint = True
+        self.clock.after(self.step, self._resumed, epoch)
+        self._next_checkpoint(epoch)
+
+    def _resumed(self, epoch: int) -> None:
+        if epoch == self.epoch and self.state is State.RUNNING:
+            self._tick()  # one step done: the ledger places the resumption from it
+
+    def _next_checkpoint(self, epoch: int) -> None:
+        self.clock.after(self.steps_per_checkpoint * self.step, self._checkpoint, epoch)
+
+    def _checkpoint(self, epoch: int) -> None:
+        if epoch != self.epoch or self.state is not State.RUNNING:
+            return
+        now = self.clock.now
+        if self.measure_at_checkpoint:
+            self.measure_at_checkpoint = False
+            self._tick()  # two reports within one stretch of training: the step time
+        step = self._step_now()
+        if self.blocking:
+            self._freeze()
+            self.state = State.PAUSED
+            self.clock.after(self.cost, self._durable, epoch, step, now + self.cost)
+        else:
+            self.clock.after(self.cost, self._durable, epoch, step, now)
+            self._next_checkpoint(epoch)
+
+    def _durable(self, epoch: int, step: int, stamp: float) -> None:
+        """The checkpoint is on storage. ``stamp``: the time training restarts from
+        (the end of a blocking checkpoint; the snapshot of an asynchronous one)."""
+        if epoch != self.epoch:
+            return
+        now = self.clock.now
+        self.checkpoint_step, self.checkpoint_stamp, self.checkpoint_at = step, stamp, now
+        if self.blocking:
+            self.totals.checkpointing += self.cost
+            self.state = State.RUNNING
+            self.anchor, self.anchor_step = now, step
+            self._next_checkpoint(epoch)
+        self.hosts.checkpointed()
+        if self.stop_after_checkpoint:
+            self.crash(planned=True)
+
+    def _step_now(self) -> int:
+        if self.state is not State.RUNNING:
+            return self.anchor_step
+        return self.anchor_step + int((self.clock.now - self.anchor) / self.step + 1e-6)
+
+    def _freeze(self) -> None:
+        """Progress stops at the last completed step (a blocking checkpoint, a hang)."""
+        if self.state is State.RUNNING:
+            step = self._step_now()
+            self.anchor += (step - self.anchor_step) * self.step
+            self.anchor_step = step
+
+    def _progress(self) -> Progress | None:
+        if not self.training:
+            return None
+        step = self._step_now()
+        if self.state is State.RUNNING:
+            when = self.anchor + (step - self.anchor_step) * self.step
+        else:
+            when = self.anchor
+        return Progress(
+            step=step,
+            time=at(when),
+            checkpoint_step=self.checkpoint_step,
+            checkpoint_time=at(self.checkpoint_stamp),
+        )
+
+    def _pods_running(self) -> None:
+        now = at(self.clock.now)
+        self.pods = [
+            JobPod(
+                p.name,
+                True,
+                p.node,
+                p.gpus,
+                uid=p.uid,
+                restarts=p.restarts,
+                started_at=now,
+            )
+            for p in self.pods
+        ]
+
+    def _stop_pods(self) -> None:
+        now = at(self.clock.now)
+        self.pods = [
+            JobPod(
+                p.name,
+                False,
+                p.node,
+                p.gpus,
+                uid=p.uid,
+                restarts=p.restarts + 1,
+                started_at=p.started_at,
+                stopped_at=now,
+            )
+            for p in self.pods
+        ]
+
+    def _checkpointing_so_far(self) -> float:
+        """Blocking checkpoint time the ledger counts as productive: the finished ones,
+        and at the end of the run the one in progress (the end credits it)."""
+        if self.state is State.PAUSED:
+            return self.totals.checkpointing + (self.clock.now - self.anchor)
+        return self.totals.checkpointing
+
+    def _tick(self, *, finished: bool = False) -> None:
+        observation = JobObservation(
+            pods=tuple(self.pods),
+            progress=self._progress(),
+            out_of_service=self.hosts.out_of_service(),
+            size=self.size,
+            finished=finished,
+        )
+        out = self.ledger.tick(observation, at(self.clock.now))
+        for category, value in out.seconds.items():
+            self.totals.seconds[category] = self.totals.seconds.get(category, 0.0) + value
+        for cause in out.interruptions:
+            key = "nodeFault" if cause is Cause.NODE_FAULT else "other"
+            self.totals.interruptions[key] = self.totals.interruptions.get(key, 0) + 1

@@ -1,0 +1,121 @@
+"""What one simulation is asked: the fleet, the job, the world's assumptions, the policy.
+
+:class:`Settings` holds what the command line sets (``pitcrew simulate --help``);
+:class:`Contender` is one policy to compare: ``baseline`` (no Pitcrew) or a real
+``GPUHealthPolicySpec`` (the defaults, or a ``--policy FILE``). Durations are
+seconds of simulated time.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from pitcrew.api.policy import GPUHealthPolicySpec
+from pitcrew.sim.simulate.timing import HOUR, MINUTE
+
+HEADROOM = 0.03
+"""Share of the pool the job leaves to other work by default: a cluster is not sized to
+its one job, and a job that needs every node waits for each repair."""
+BASELINE = "baseline"
+DEFAULTS = "defaults"
+SELECTOR = {"matchLabels": {"nvidia.com/gpu.present": "true"}}
+
+
+@dataclass(frozen=True)
+class Settings:
+    nodes: int = 2112
+    """Nodes of the pool the job runs in: the job's, the spares, other work."""
+    gpus_per_node: int = 8
+    days: float = 54.0
+    mix: str = "llama3-405b"
+    node_mtbf: float | None = None
+    """Seconds; rescales the mix (``exponential``: its only rate)."""
+    job_nodes: int | None = None
+    """Nodes the job needs; default: the pool less :data:`HEADROOM` (2,048 of 2,112)."""
+    step_time: float = 6.0
+    checkpoint_interval: float = 30 * MINUTE
+    """Training time between the end of one checkpoint and the start of the next."""
+    checkpoint_cost: float = 1 * MINUTE
+    async_checkpoint: bool = False
+    """The job trains on while a checkpoint is written; it is durable ``checkpoint_cost``
+    after it was taken. Otherwise training stops for ``checkpoint_cost``."""
+    restart_cost: float = 10 * MINUTE
+    """From the moment every pod of the job runs to training resumed: process start,
+    NCCL initialisation, checkpoint load."""
+    spares: int | None = None
+    """Hot spares (``spares.count``) of every Pitcrew policy; default: each policy's own."""
+    seed: int = 1
+    warning_share: float = 0.1
+    """Share of the faults of classes with a degraded precursor that show it before
+    they crash the job."""
+    warning_lead: float = 1 * HOUR
+    """Mean time from a precursor to the crash (exponential)."""
+    detection_delay: float = 30 * MINUTE
+    """Median time for a person to notice a crashed job and find the node at fault."""
+    ticket_delay: float = 4 * HOUR
+    """Median time from a ticket to a person starting the repair."""
+    reclaim_delay: float = 5 * MINUTE
+    """Time for the job to take a node back from other work (priority preemption)."""
+    lemons: int = 0
+    lemon_factor: float = 10.0
+
+    @property
+    def seconds(self) -> float:
+        return self.days * 24 * HOUR
+
+    @property
+    def job_size(self) -> int:
+        """The same for every contender: spares come out of the headroom, not the job."""
+        if self.job_nodes is not None:
+            return self.job_nodes
+        return max(1, self.nodes - math.ceil(self.nodes * HEADROOM))
+
+    def with_(self, **changes: object) -> Settings:
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Assumptions:
+    """The world's figures the command line does not set (docs/goodput.md)."""
+
+    exec_latency: float = 1.0
+    """From a decision to its effect on the cluster (an API write, a watch event)."""
+    pod_termination: float = 30.0
+    """Kubernetes' default terminationGracePeriodSeconds: an evicted or crashed job's
+    pods are gone, and the launcher's new ones created, this long after."""
+    not_ready_eviction: float = 300.0
+    """Kubernetes' default toleration of ``node.kubernetes.io/unreachable``: pods of a
+    node that stopped answering are deleted after it."""
+    watchdog: float = 10 * MINUTE
+    """PyTorch's default NCCL collective timeout: a hung job crashes after it."""
+    latent_share: float = 0.3
+    """Share of the faults a repair did not clear that pass the passive checks
+    afterwards (the fault shows again only under load)."""
+    relapse_mean: float = 12 * HOUR
+    """Mean time until such a hidden fault shows again (exponential)."""
+    probe_finds_hidden: float = 0.9
+    """Chance that a validation probe (GEMM, HBM, all-reduce under load) finds it."""
+    resync: float = 15.0
+    """After a bound moved (a node left Draining, the unhealthy count fell), the nodes
+    it held are decided again this much later: the operator's periodic resync."""
+
+
+@dataclass(frozen=True)
+class Contender:
+    """One policy of the comparison."""
+
+    name: str
+    spec: GPUHealthPolicySpec | None
+    """None: the baseline, no Pitcrew."""
+    detection: bool = True
+    """Pitcrew acts on the agent's findings at once; False: only once a person would
+    have noticed the crash (the attribution's run without detection)."""
+
+    @property
+    def baseline(self) -> bool:
+        return self.spec is None
+
+
+def default_spec() -> GPUHealthPolicySpec:
+    return GPUHealthPolicySpec.model_validate({"nodeSelector": SELECTOR})

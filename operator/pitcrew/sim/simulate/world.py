@@ -1,0 +1,440 @@
+"""The simulated cluster: nodes, their faults, the job's placement and other work.
+
+The world is what Pitcrew (or, in the baseline, nobody) acts on. A node is a
+Kubernetes Node as the core sees it (:class:`pitcrew.core.views.NodeView`: cordon,
+taints, annotations, boot ID, readiness), the pods on it, and the truth about its
+hardware: the fault it has, if any, and at which stage (a precursor, crashed, or
+hidden after a repair that did not clear it).
+
+Placement follows a full cluster: a node in service that neither the job nor
+Pitcrew's spare pool holds runs other, preemptible work. The job, which has the
+highest priority, takes a free node at once, and one running other work after
+``reclaim_delay`` (priority preemption). A free node is kept for the job while
+the job lacks nodes (it is pending, or one of its nodes is cordoned); otherwise
+other work takes it. Any taint keeps both off a node: every taint here is one of
+Pitcrew's ``NoSchedule`` taints.
+"""
+
+from __future__ import annotations
+
+import datetime
+import random
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+from pitcrew.api.gpunode import AgentChecks, GPUNodeStatus, Phase, Transition
+from pitcrew.api.vocabulary import OUT_OF_SERVICE
+from pitcrew.core.views import NodeView, PodView
+from pitcrew.sim.simulate.clock import Clock, at
+from pitcrew.sim.simulate.job import Job
+from pitcrew.sim.simulate.mix import Fault, Shows
+from pitcrew.sim.simulate.timing import MAINTENANCE
+
+if TYPE_CHECKING:
+    from pitcrew.sim.simulate.control import Operator
+    from pitcrew.sim.simulate.people import People
+    from pitcrew.sim.simulate.settings import Assumptions, Settings
+
+JOB_NAME = "llm"
+TRAINING_NAMESPACE = "train"
+OTHER_POD = PodView(namespace="batch", name="other-work", owner_kind="Job")
+"""The preemptible work that fills nodes the job and the spare pool do not hold."""
+SYSTEM_NAMESPACE = "pitcrew-system"
+
+
+class Stage(StrEnum):
+    NONE = "none"
+    WARNING = "warning"
+    """A degraded precursor shows; the job still runs."""
+    ACTIVE = "active"
+    """Crashed: the job cannot run on the node."""
+    HIDDEN = "hidden"
+    """A repair did not clear it, and passive checks do not see it until it shows again."""
+
+
+@dataclass(eq=False)
+class Node:
+    index: int
+    name: str
+    gpus: int
+    view: NodeView
+    rng: random.Random = field(repr=False)
+    fault: Fault | None = None
+    stage: Stage = Stage.NONE
+    job: bool = False
+    job_leaving: bool = False
+    """The job's pod was evicted: terminating until the launcher recreates it elsewhere."""
+    other: bool = False
+    """Other work runs on it."""
+    leaving: int = 0
+    """Other pods terminating (evicted, or preempted for the job)."""
+    reclaimed_for: int | None = None
+    """The job's rank this node is being taken back for."""
+    probe: str = ""
+    probe_suite: str = ""
+    reset_job: str = ""
+    """The reset Job whose pod last succeeded here (the evidence of a reset)."""
+    boots: int = 0
+    down_since: float | None = None
+    held: bool = False
+    """A person cordoned it and holds it for repair."""
+    away: bool = False
+    """Taken out of the cluster for a repair (RMA)."""
+    thinning: float = 1.0
+    """Share of its scheduled faults that still happen (a lemon after new parts)."""
+    lemon: bool = False
+    # Pitcrew's side
+    status: GPUNodeStatus = field(default_factory=GPUNodeStatus, repr=False)
+    checks: AgentChecks | None = None
+    repair_key: str = ""
+    timer: int = 0
+    repair: int = 0
+    in_flight: bool = False
+    # accounting
+    phase: Phase = Phase.HEALTHY
+    history: list[Transition] = field(default_factory=list, repr=False)
+    """Phase transitions of the baseline (a person's cordon and repair) and of a
+    rejoin after RMA; Pitcrew's own are its GPUNode status history."""
+
+    @property
+    def boot_id(self) -> str:
+        return f"{self.name}-boot-{self.boots}"
+
+
+class World:
+    def __init__(
+        self,
+        *,
+        clock: Clock,
+        settings: Settings,
+        assumptions: Assumptions,
+        pool: int,
+        job_nodes: int,
+        created: datetime.datetime,
+        lemons: frozenset[int],
+    ) -> None:
+        self.clock, self.settings, self.assumptions = clock, settings, assumptions
+        gpus = settings.gpus_per_node
+        self.nodes: list[Node] = []
+        for i in range(pool):
+            name = f"gpu-{i:05d}"
+            view = NodeView(name=name, created=created, gpus=gpus, boot_id=f"{name}-boot-0")
+            node = Node(i, name, gpus, view, random.Random(f"{settings.seed}:world:{i}"))  # noqa: S311
+            node.lemon = i in lemons
+            self.nodes.append(node)
+        self.by_name = {n.name: n for n in self.nodes}
+        self.job = Job(
+            clock=clock,
+            settings=settings,
+            assumptions=assumptions,
+            size=job_nodes,
+            gpus=gpus,
+            hosts=self,
+        )
+        self.operator: Operator | None = None
+        self.people: People | None = None
+        self.free: set[int] = set()
+        self.taken: set[int] = set()
+        """Usable nodes running other work."""
+        self.blocking: set[int] = set()
+        self.reclaiming: dict[int, int] = {}
+        """Rank -> the node taken back from other work for it."""
+        self.lacking: set[int] = set()
+        """Nodes of the job that can no longer take its pods (cordoned, tainted, down)."""
+        self.phase_gpus: dict[Phase, int] = {Phase.HEALTHY: gpus * pool}
+        self.changed: set[int] = set()
+        self.held_names: set[str] = set()
+        self.masked = 0
+        self.struck = 0
+
+    # -- what the core sees ---------------------------------------------------------------
+
+    def pods(self, node: Node) -> tuple[PodView, ...]:
+        pods: list[PodView] = []
+        rank = self.job.rank_of.get(node.index)
+        if node.job and rank is not None:
+            pods.append(
+                PodView(
+                    namespace=TRAINING_NAMESPACE,
+                    name=f"trainer-{rank}",
+                    owner_kind="Job",
+                    terminating=node.job_leaving,
+                    checkpoint_at=at(self.job.checkpoint_at),
+                    job=JOB_NAME,
+                )
+            )
+        if node.other:
+            pods.append(OTHER_POD)
+        pods.extend(
+            replace(OTHER_POD, name=f"other-work-{k}", terminating=True)
+            for k in range(node.leaving)
+        )
+        if node.probe:
+            pods.append(
+                PodView(SYSTEM_NAMESPACE, f"{node.probe}-pod", probe=True, job_name=node.probe)
+            )
+        if node.reset_job:
+            pods.append(
+                PodView(
+                    SYSTEM_NAMESPACE,
+                    f"{node.reset_job}-pod",
+                    probe=True,
+                    finished=True,
+                    succeeded=True,
+                    job_name=node.reset_job,
+                )
+            )
+        return tuple(pods)
+
+    # -- placement ------------------------------------------------------------------------
+
+    def usable(self, node: Node) -> bool:
+        view = node.view
+        return not node.away and view.ready and not view.unschedulable and not view.taints
+
+    def keeps(self, node: Node) -> bool:
+        view = node.view
+        if node.away or view.unschedulable or view.taints or node.job_leaving:
+            return False
+        if view.ready:
+            return True
+        since = node.down_since if node.down_since is not None else self.clock.now
+        return self.clock.now - since < self.assumptions.not_ready_eviction
+
+    def blocked(self, ranks: dict[int, int]) -> bool:
+        return any(i in ranks for i in self.blocking)
+
+    def release(self, node: Node) -> None:
+        node.job = node.job_leaving = False
+        self.lacking.discard(node.index)
+        self.refresh(node)
+        self.mark(node)
+
+    def out_of_service(self) -> frozenset[str]:
+        if self.operator is not None:
+            return frozenset(self.operator.out)
+        return frozenset(self.held_names)
+
+    def checkpointed(self) -> None:
+        if self.operator is not None:
+            self.operator.checkpointed()
+
+    def fill(self, job: Job) -> None:
+        """Place the job's ranks without a node: a free node at once, one running other
+        work after the reclaim delay, else wait."""
+        if not job.down:
+            return
+        short = 0
+        for rank in job.pending():
+            if rank in self.reclaiming:
+                short += 1
+                continue
+            if self.free:
+                node = self.nodes[min(self.free)]
+                self.free.discard(node.index)
+                self._place(job, rank, node)
+            elif self.taken:
+                node = self.nodes[min(self.taken)]
+                self.taken.discard(node.index)
+                node.other, node.leaving, node.reclaimed_for = False, node.leaving + 1, rank
+                self.reclaiming[rank] = node.index
+                self.clock.after(self.settings.reclaim_delay, self._reclaimed, node)
+                short += 1
+            else:
+                short += 1
+        job.set_short(short)
+
+    def refresh(self, node: Node) -> None:
+        """Recompute what the node can take after any change to it."""
+        i = node.index
+        self.free.discard(i)
+        self.taken.discard(i)
+        usable = self.usable(node)
+        if node.job:
+            if usable:
+                self.lacking.discard(i)
+            else:
+                self.lacking.add(i)
+                if self.job.down and not self.keeps(node):
+                    self.job.relaunch()
+            return
+        if not usable or node.reclaimed_for is not None:
+            return
+        if node.other:
+            self.taken.add(i)
+            return
+        if node.probe and self.operator is not None and self._verifying(node):
+            return
+        job = self.job
+        if job.down and job.unplaced > len(self.reclaiming):
+            self.free.add(i)
+            self.fill(job)
+            job.try_start()
+        elif job.unplaced + len(self.lacking) > len(self.free):
+            self.free.add(i)  # kept for the job, which lacks nodes
+        else:
+            node.other = True
+            self.taken.add(i)
+
+    def _verifying(self, node: Node) -> bool:
+        verification = node.status.verification
+        return verification is not None and verification.job == node.probe
+
+    def _place(self, job: Job, rank: int, node: Node) -> None:
+        job.assign(rank, node)
+        node.job, node.job_leaving = True, False
+        if node.probe and self._verifying(node):
+            node.probe = ""  # the job preempts a verification probe
+        self.mark(node)
+
+    def _reclaimed(self, node: Node) -> None:
+        node.leaving -= 1
+        rank, node.reclaimed_for = node.reclaimed_for, None
+        if rank is not None:
+            self.reclaiming.pop(rank, None)
+        job = self.job
+        if rank is not None and job.down and job.ranks[rank] is None and self.usable(node):
+            self._place(job, rank, node)
+        else:
+            self.refresh(node)
+        self.fill(job)
+        job.try_start()
+        self.mark(node)
+
+    def evict(self, node: Node, *, force: bool) -> None:
+        """Pods leave the node (a drain): the job loses a rank, other work goes."""
+        if node.job and not node.job_leaving:
+            node.job_leaving = True
+            self.lacking.add(node.index)
+            if force:
+                self._free_rank(node)
+            self.job.crash()
+        if node.other:
+            node.other = False
+            node.leaving += 1
+            self.clock.after(self.assumptions.pod_termination, self._left, node)
+        if node.probe and self._verifying(node):
+            node.probe = ""
+
+    def _free_rank(self, node: Node) -> None:
+        self.job.vacate(node)
+        self.release(node)
+
+    def _left(self, node: Node) -> None:
+        node.leaving = max(0, node.leaving - 1)
+        self.refresh(node)
+        self.mark(node)
+
+    def mark(self, node: Node) -> None:
+        if self.operator is not None:
+            self.operator.mark(node)
+
+    # -- faults ---------------------------------------------------------------------------
+
+    def onset(self, fault: Fault) -> None:
+        job = self.job
+        if fault.node is None:
+            if fault.planned:
+                job.planned_stop()
+            elif fault.kind.shows is Shows.HANG:
+                job.hang()
+            else:
+                job.crash()
+            return
+        node = self.nodes[fault.node]
+        thinned = node.thinning < 1.0 and fault.rng.random() >= node.thinning
+        if node.fault is not None or node.away or thinned:
+            self.masked += 1
+            return
+        self.struck += 1
+        node.fault = fault
+        if fault.warned:
+            node.stage = Stage.WARNING
+            if self.operator is not None:
+                self.operator.agent_sees(node, fault)
+            self.clock.at(fault.crash, self.crash, node, fault)
+        else:
+            self.crash(node, fault)
+
+    def crash(self, node: Node, fault: Fault) -> None:
+        """The fault takes the node's GPUs (or the host) down: the job, if it is there,
+        crashes, and cannot run there until the node is repaired or left."""
+        if node.fault is not fault or node.stage is Stage.ACTIVE:
+            return
+        node.stage = Stage.ACTIVE
+        self.blocking.add(node.index)
+        shows = fault.kind.shows
+        if shows in (Shows.HOST, Shows.MAINTENANCE):
+            self.down(node)
+        if node.job:
+            self.job.crash()
+        if self.operator is not None and shows is Shows.GPU:
+            self.operator.agent_sees(node, fault)
+        if shows is Shows.MAINTENANCE:
+            self.clock.after(MAINTENANCE.draw(fault.rng), self._maintained, node, fault)
+        elif self.people is not None:
+            self.people.struck(node, fault)
+
+    def _maintained(self, node: Node, fault: Fault) -> None:
+        if node.fault is fault:
+            self.clear(node)
+            self.up(node)
+
+    def clear(self, node: Node) -> None:
+        node.fault, node.stage = None, Stage.NONE
+        self.blocking.discard(node.index)
+        self.job.try_start()
+
+    def hide(self, node: Node, fault: Fault) -> None:
+        node.stage = Stage.HIDDEN
+        self.blocking.discard(node.index)
+        relapse = fault.rng.expovariate(1.0 / self.assumptions.relapse_mean)
+        self.clock.after(relapse, self._relapse, node, fault)
+        self.job.try_start()
+
+    def _relapse(self, node: Node, fault: Fault) -> None:
+        if node.fault is fault and node.stage is Stage.HIDDEN:
+            self.crash(node, fault)
+
+    def down(self, node: Node) -> None:
+        """The node stops answering (a host fault, a reboot, a repair)."""
+        if not node.view.ready:
+            return
+        node.view = replace(node.view, ready=False)
+        node.down_since = self.clock.now
+        self.refresh(node)
+        if node.job:
+            self.clock.after(
+                self.assumptions.not_ready_eviction, self._unreachable, node, node.down_since
+            )
+        self.mark(node)
+
+    def _unreachable(self, node: Node, since: float) -> None:
+        if node.down_since == since and node.job:
+            self.refresh(node)  # its pod is deleted: the job recreates it elsewhere
+
+    def up(self, node: Node) -> None:
+        """The node boots (a new boot ID) and is Ready; its agent starts and reports."""
+        node.boots += 1
+        node.view = replace(node.view, ready=True, boot_id=node.boot_id)
+        node.down_since = None
+        self.refresh(node)
+        if self.operator is not None:
+            self.operator.agent_sees(node, None)
+        self.mark(node)
+
+    # -- accounting -----------------------------------------------------------------------
+
+    def moved(self, node: Node, old: Phase, new: Phase) -> None:
+        """Count the node's GPUs in its new phase (the fleet ledger ticks rarely)."""
+        if old is new:
+            return
+        node.phase = new
+        self.phase_gpus[old] = self.phase_gpus.get(old, 0) - node.gpus
+        self.phase_gpus[new] = self.phase_gpus.get(new, 0) + node.gpus
+        self.changed.add(node.index)
+        if new in OUT_OF_SERVICE and self.operator is None:
+            self.held_names.add(node.name)
+        elif self.operator is None:
+            self.held_names.discard(node.name)
