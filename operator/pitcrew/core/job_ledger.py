@@ -150,8 +150,10 @@ class JobLedger:
     """Why the job is down."""
     pods: dict[str, JobPod] = field(default_factory=dict)
     """The pods of the last tick, by UID."""
-    used: set[tuple[str, datetime.datetime]] = field(default_factory=set)
-    """Pod stops already taken as evidence (a failed pod stays until deleted)."""
+    used: dict[str, datetime.datetime] = field(default_factory=dict)
+    """The last stop of each pod already taken as evidence (a failed pod stays until
+    deleted). Only the last: a pod's stops only move forward, and keeping every one
+    would grow with each restart of a long job."""
     checkpoint: datetime.datetime | None = None
     restart_step: int = 0
     """The checkpoint step the job restarts from after an interruption."""
@@ -199,7 +201,7 @@ class JobLedger:
         self._now(observation, now, out)
         self.pods = {p.key: p for p in present}
         keys = {p.key for p in observation.pods}
-        self.used = {u for u in self.used if u[0] in keys}
+        self.used = {k: t for k, t in self.used.items() if k in keys}
         live = [p for p in observation.pods if p.running]
         out.gpus = sum(p.gpus for p in live)
         peak = sum(p.gpus * p.peak_flops_per_gpu for p in live if p.peak_flops_per_gpu)
@@ -217,7 +219,7 @@ class JobLedger:
         for pod in observation.pods:
             before = self.pods.get(pod.key)
             if not pod.running and pod.stopped_at is not None:
-                if (pod.key, pod.stopped_at) not in self.used:
+                if self.used.get(pod.key) != pod.stopped_at:
                     events.append((min(pod.stopped_at, now), 1, pod))
             elif before is not None and pod.restarts > before.restarts:
                 events.append((min(pod.stopped_at or now, now), 1, pod))
@@ -252,7 +254,7 @@ class JobLedger:
     ) -> None:
         at = min(pod.stopped_at or now, now)
         if pod.stopped_at is not None:
-            self.used.add((pod.key, pod.stopped_at))
+            self.used[pod.key] = pod.stopped_at
         if self.state is State.RUNNING and at >= (self.since or at):
             self._interrupt(at, _cause({pod.node}, observation), observation, out)
         elif self.state is not State.RUNNING and self._was_whole(pod, observation):
