@@ -204,6 +204,12 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _simulate(args: argparse.Namespace) -> int:
+    from pitcrew.sim.simulate import command  # noqa: PLC0415
+
+    return command.main(args.argv)
+
+
 def _status(args: argparse.Namespace) -> int:
     custom = client.CustomObjectsApi(api_client(args.kubeconfig))
 
@@ -393,6 +399,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="drain suspect nodes at once instead of at the job's next checkpoint",
     )
     demo.set_defaults(handler=_demo)
+    # Its flags are the simulator's own (pitcrew.sim.simulate.command), parsed there, so
+    # that building this parser loads nothing from the simulation.
+    simulate = commands.add_parser(
+        "simulate",
+        add_help=False,
+        help="a fleet and its training job over weeks in simulated time, Pitcrew's "
+        "core in the loop, against a baseline (--help for its flags)",
+    )
+    simulate.set_defaults(handler=_simulate)
     status = commands.add_parser(
         "status", help="fleet summary: pools, nodes out of service, remediations, goodput"
     )
@@ -411,7 +426,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "simulate":
+        args.argv = rest
+    elif rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )

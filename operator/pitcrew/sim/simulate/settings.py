@@ -119,3 +119,8 @@ class Contender:
 
 def default_spec() -> GPUHealthPolicySpec:
     return GPUHealthPolicySpec.model_validate({"nodeSelector": SELECTOR})
+
+
+def with_spares(spec: GPUHealthPolicySpec, count: int) -> GPUHealthPolicySpec:
+    """The policy with ``spares.count`` set (``--spares``, the sizing curve, a lever)."""
+    return spec.model_copy(update={"spares": spec.spares.model_copy(update={"count": count})})

@@ -1,0 +1,233 @@
+"""``pitcrew simulate``: the command line, the table and the JSON of a comparison.
+
+The flags are a contract that automation depends on (docs/goodput.md): each maps
+to one field of :class:`.settings.Settings`; durations are written like the
+policy's (``90s``, ``30m``, ``6000h``) or in days (``3d``). ``--json`` prints one
+object and nothing else on standard output; progress goes to standard error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from pitcrew.api.meta import Duration
+from pitcrew.api.policy import GPUHealthPolicy, GPUHealthPolicySpec
+from pitcrew.sim.simulate.compare import Comparison, compare
+from pitcrew.sim.simulate.mix import MIXES
+from pitcrew.sim.simulate.settings import (
+    BASELINE,
+    DEFAULTS,
+    Contender,
+    Settings,
+    default_spec,
+    with_spares,
+)
+
+_DAYS = re.compile(r"^([0-9]+(?:\.[0-9]+)?)d$")
+
+
+def spares_curve(headroom: int) -> tuple[int, ...]:
+    """Spare counts for the report's sizing curve: none up to all of the pool's headroom
+    (the nodes the job leaves), in doublings (0, 8, 16, 32, 64 of 64)."""
+    return tuple(sorted({0, *(headroom // d for d in (8, 4, 2, 1) if headroom // d > 0)}))
+
+
+def duration(text: str) -> float:
+    """Seconds of a policy-style duration, or of ``Nd`` days."""
+    days = _DAYS.fullmatch(text)
+    if days:
+        return float(days.group(1)) * 86400.0
+    try:
+        return Duration(text).total_seconds()
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"{error}, or days like 3d") from None
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    base = Settings()
+    parser.add_argument("--nodes", type=int, default=base.nodes, help="nodes in the pool")
+    parser.add_argument("--gpus-per-node", type=int, default=base.gpus_per_node)
+    parser.add_argument("--days", type=float, default=base.days, help="simulated days")
+    parser.add_argument("--mix", choices=MIXES, default=base.mix, help="failure process")
+    parser.add_argument(
+        "--node-mtbf",
+        type=duration,
+        help="mean time between failures of one node (exponential; rescales a mix)",
+    )
+    parser.add_argument(
+        "--job-nodes", type=int, help="nodes the job runs on (default: the pool less 3 %%)"
+    )
+    parser.add_argument("--step-time", type=duration, default=base.step_time)
+    parser.add_argument("--checkpoint-interval", type=duration, default=base.checkpoint_interval)
+    parser.add_argument("--checkpoint-cost", type=duration, default=base.checkpoint_cost)
+    parser.add_argument(
+        "--async-checkpoint",
+        action="store_true",
+        help="training goes on while a checkpoint is written",
+    )
+    parser.add_argument("--restart-cost", type=duration, default=base.restart_cost)
+    parser.add_argument(
+        "--spares", type=int, help="hot spares of every Pitcrew policy (default: its own)"
+    )
+    parser.add_argument(
+        "--policy",
+        type=Path,
+        action="append",
+        default=[],
+        help="a GPUHealthPolicy YAML to compare (repeatable)",
+    )
+    parser.add_argument(
+        "--baseline",
+        action="store_true",
+        help="only the baseline (no Pitcrew); default: baseline, defaults and each --policy",
+    )
+    parser.add_argument("--lemons", type=int, default=0, help="nodes failing 10x as often")
+    parser.add_argument("--seed", type=int, default=base.seed)
+    parser.add_argument(
+        "--no-attribution", action="store_true", help="skip the per-lever runs (faster)"
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--report", type=Path, help="write report.md and PNG plots (needs matplotlib)"
+    )
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    return Settings(
+        nodes=args.nodes,
+        gpus_per_node=args.gpus_per_node,
+        days=args.days,
+        mix=args.mix,
+        node_mtbf=args.node_mtbf,
+        job_nodes=args.job_nodes,
+        step_time=args.step_time,
+        checkpoint_interval=args.checkpoint_interval,
+        checkpoint_cost=args.checkpoint_cost,
+        async_checkpoint=args.async_checkpoint,
+        restart_cost=args.restart_cost,
+        spares=args.spares,
+        seed=args.seed,
+        lemons=args.lemons,
+    )
+
+
+def contenders_from(args: argparse.Namespace, settings: Settings) -> list[Contender]:
+    found = [Contender(BASELINE, None)]
+    if args.baseline:
+        return found
+    specs = [(DEFAULTS, default_spec())] + [_policy(path) for path in args.policy]
+    for name, spec in specs:
+        spares = settings.spares
+        found.append(Contender(name, spec if spares is None else with_spares(spec, spares)))
+    names = [c.name for c in found]
+    if len(set(names)) != len(names):
+        raise SystemExit(f"pitcrew simulate: two policies share a name: {names}")
+    return found
+
+
+def _policy(path: Path) -> tuple[str, GPUHealthPolicySpec]:
+    try:
+        body = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as error:
+        raise SystemExit(f"pitcrew simulate: cannot read {path}: {error}") from None
+    if not isinstance(body, dict) or body.get("kind") != GPUHealthPolicy.KIND:
+        raise SystemExit(f"pitcrew simulate: {path} is not a GPUHealthPolicy (kind)")
+    try:
+        spec = GPUHealthPolicySpec.model_validate(body.get("spec"))
+    except ValueError as error:
+        raise SystemExit(
+            f"pitcrew simulate: {path} is not a valid GPUHealthPolicy:\n{error}"
+        ) from None
+    name = (body.get("metadata") or {}).get("name") or path.stem
+    return str(name), spec
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="pitcrew simulate",
+        description="A fleet and its training job in simulated time: the baseline (no "
+        "Pitcrew), Pitcrew's defaults and each --policy, on the same faults.",
+    )
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    settings = settings_from(args)
+    contenders = contenders_from(args, settings)
+    err = Console(stderr=True)
+    curve: tuple[int, ...] = ()
+    if args.report is not None:
+        curve = spares_curve(settings.nodes - settings.job_size)
+    try:
+        comparison = compare(
+            settings,
+            contenders,
+            attribution=not args.no_attribution,
+            spares_curve=curve,
+            progress=lambda name: err.print(f"simulating {name} ...", highlight=False),
+        )
+    except ValueError as error:
+        raise SystemExit(f"pitcrew simulate: {error}") from None
+    if args.report is not None:
+        from pitcrew.sim.simulate.report import write  # noqa: PLC0415 - matplotlib is optional
+
+        written = write(comparison, args.report)
+        err.print(f"report written: {written}", highlight=False)
+    if args.json:
+        print(json.dumps(comparison.json(), indent=None, sort_keys=False))
+    else:
+        render(comparison, Console(width=max(Console().width, 120)))
+    return 0
+
+
+def render(comparison: Comparison, console: Console) -> None:
+    settings = comparison.settings
+    reference = comparison.reference
+    console.print(
+        f"[bold]pitcrew simulate[/bold]: {settings.mix}, {settings.days:g} days, "
+        f"{reference.job_nodes} of {settings.nodes} nodes x {settings.gpus_per_node} GPUs "
+        f"for the job, seed {settings.seed}"
+    )
+    table = Table()
+    table.add_column("policy")
+    for column in ("job goodput", "fleet goodput", *_BADPUT_LABELS, "interruptions", "spares"):
+        table.add_column(column, justify="right")
+    for name, o in comparison.outcomes.items():
+        table.add_row(
+            name,
+            _pct(o.job_goodput),
+            _pct(o.fleet_goodput),
+            *(_pct(o.badput[k]) for k in _BADPUT_LABELS.values()),
+            str(o.interruptions),
+            str(o.spares),
+        )
+    console.print(table)
+    for name, levers in comparison.attribution.items():
+        parts = ", ".join(f"{lever} {value * 100:+.2f} pts" for lever, value in levers.items())
+        console.print(f"what each lever adds to {name}: {parts}")
+    if comparison.spares_curve:
+        curve = ", ".join(f"{n}: {_pct(g)}" for n, g in comparison.spares_curve)
+        console.print(f"job goodput by spares: {curve}")
+    interval = comparison.checkpoint_interval
+    advice = f"{interval / 60:.1f} min" if interval is not None else "n/a"
+    console.print(
+        f"job MTBF {comparison.mtbf_hours:.2f} h; Young/Daly checkpoint interval {advice} "
+        f"(set: {settings.checkpoint_interval / 60:.1f} min, cost {settings.checkpoint_cost:g} s)"
+    )
+
+
+_BADPUT_LABELS = {
+    "wasted": "wastedProgress",
+    "recovery": "recovery",
+    "waiting": "waitingForCapacity",
+    "checkpointing": "checkpointing",
+}
+
+
+def _pct(value: float) -> str:
+    return f"{value * 100:.2f} %"

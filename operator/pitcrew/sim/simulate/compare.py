@@ -1,0 +1,188 @@
+"""Policies compared on one seed, what each of Pitcrew's levers adds, and advice.
+
+Every contender meets the same faults (:func:`.mix.schedule` is seeded per node),
+so differences between runs are the policies'. A lever's worth is measured by
+taking it away from a policy and running again: the goodput lost is what the
+lever adds. The levers are the ones Pitcrew owns:
+
+- ``spares``: hot spares released when a node is quarantined (``spares.count`` 0);
+- ``checkpointAwareDrain``: a Suspect node drains after its job's next checkpoint
+  (without it: at once, ``safety.drain.checkpointMaxDelay`` 0);
+- ``burnIn``: nodes back from repair or joining are burned in before they take
+  work (``validation.burnInAfterRepair`` and ``burnInOnJoin`` off);
+- ``detection``: the node agent's findings reach the operator at once (without
+  it: only when a person would have noticed the crash).
+
+Advice: the checkpoint interval by Young and Daly, ``sqrt(2·C·M) - C`` for a
+checkpoint cost ``C`` and the job's measured mean time between failures ``M``
+(J. T. Daly, "A higher order estimate of the optimum checkpoint interval for
+restart dumps", 2006), and the job goodput for a range of spare counts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from pitcrew.api.meta import Duration
+from pitcrew.api.policy import GPUHealthPolicySpec
+from pitcrew.sim.simulate.run import Outcome, run
+from pitcrew.sim.simulate.settings import (
+    BASELINE,
+    Assumptions,
+    Contender,
+    Settings,
+    with_spares,
+)
+from pitcrew.sim.simulate.timing import HOUR
+
+
+def _without_spares(spec: GPUHealthPolicySpec) -> GPUHealthPolicySpec:
+    return with_spares(spec, 0)
+
+
+def _without_checkpoint_wait(spec: GPUHealthPolicySpec) -> GPUHealthPolicySpec:
+    drain = spec.safety.drain.model_copy(update={"checkpoint_max_delay": Duration("0s")})
+    return spec.model_copy(update={"safety": spec.safety.model_copy(update={"drain": drain})})
+
+
+def _without_burn_in(spec: GPUHealthPolicySpec) -> GPUHealthPolicySpec:
+    validation = spec.validation.model_copy(
+        update={"burn_in_on_join": False, "burn_in_after_repair": False}
+    )
+    return spec.model_copy(update={"validation": validation})
+
+
+LEVERS: dict[str, Callable[[GPUHealthPolicySpec], GPUHealthPolicySpec] | None] = {
+    "spares": _without_spares,
+    "checkpointAwareDrain": _without_checkpoint_wait,
+    "burnIn": _without_burn_in,
+    "detection": None,
+}
+"""Each lever and how to take it away from a policy (None: from the contender)."""
+
+
+@dataclass(frozen=True)
+class Comparison:
+    settings: Settings
+    outcomes: dict[str, Outcome]
+    """By contender name, the baseline first."""
+    attribution: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Policy name -> lever -> job goodput it adds (fraction; 0 where the policy does not
+    use the lever)."""
+    spares_curve: tuple[tuple[int, float], ...] = ()
+    """(spares, job goodput) of the first Pitcrew policy."""
+
+    @property
+    def reference(self) -> Outcome:
+        """The run the advice is read from: the first Pitcrew policy, else the baseline."""
+        pitcrew = [o for name, o in self.outcomes.items() if name != BASELINE]
+        return pitcrew[0] if pitcrew else self.outcomes[BASELINE]
+
+    @property
+    def mtbf_hours(self) -> float:
+        """The job's mean time between interruptions that lost progress."""
+        outcome = self.reference
+        return outcome.hours / outcome.crashes if outcome.crashes else math.inf
+
+    @property
+    def checkpoint_interval(self) -> float | None:
+        """Young/Daly's interval in seconds; None without a failure or a checkpoint cost."""
+        return young_daly(self.settings.checkpoint_cost, self.mtbf_hours * HOUR)
+
+    def json(self) -> dict[str, object]:
+        """``pitcrew simulate --json``: the CLI contract (docs/goodput.md)."""
+        mtbf = self.mtbf_hours
+        interval = self.checkpoint_interval
+        return {
+            "policies": {name: o.json() for name, o in self.outcomes.items()},
+            "mtbfHours": round(mtbf, 3) if math.isfinite(mtbf) else None,
+            "advice": {
+                "checkpointInterval": round(interval, 1) if interval is not None else None,
+            },
+            "attribution": {
+                name: {lever: round(v, 6) for lever, v in levers.items()}
+                for name, levers in self.attribution.items()
+            },
+            "sparesCurve": [{"spares": n, "jobGoodput": round(g, 6)} for n, g in self.spares_curve],
+            "settings": {
+                "nodes": self.settings.nodes,
+                "jobNodes": self.reference.job_nodes,
+                "gpusPerNode": self.settings.gpus_per_node,
+                "days": self.settings.days,
+                "mix": self.settings.mix,
+                "seed": self.settings.seed,
+                "stepTime": self.settings.step_time,
+                "checkpointInterval": self.settings.checkpoint_interval,
+                "checkpointCost": self.settings.checkpoint_cost,
+                "restartCost": self.settings.restart_cost,
+            },
+        }
+
+
+def young_daly(cost: float, mtbf: float) -> float | None:
+    if cost <= 0 or not math.isfinite(mtbf) or mtbf <= 0:
+        return None
+    if cost >= 2 * mtbf:
+        return mtbf
+    return math.sqrt(2 * cost * mtbf) - cost
+
+
+def compare(
+    settings: Settings,
+    contenders: Iterable[Contender],
+    *,
+    attribution: bool = True,
+    spares_curve: Iterable[int] = (),
+    assumptions: Assumptions | None = None,
+    progress: Callable[[str], None] = lambda _: None,
+) -> Comparison:
+    assumptions = assumptions or Assumptions()
+    outcomes: dict[str, Outcome] = {}
+    pitcrew: list[Contender] = []
+    for contender in contenders:
+        progress(contender.name)
+        outcomes[contender.name] = run(settings, contender, assumptions)
+        if not contender.baseline:
+            pitcrew.append(contender)
+    levers: dict[str, dict[str, float]] = {}
+    if attribution:
+        for contender in pitcrew:
+            levers[contender.name] = _attribute(
+                settings, contender, outcomes[contender.name], assumptions, progress
+            )
+    curve: list[tuple[int, float]] = []
+    if pitcrew:
+        first = pitcrew[0]
+        for count in spares_curve:
+            assert first.spec is not None
+            progress(f"{first.name} with {count} spares")
+            spec = with_spares(first.spec, count)
+            outcome = run(settings, Contender(first.name, spec), assumptions)
+            curve.append((count, outcome.job_goodput))
+    return Comparison(settings, outcomes, levers, tuple(curve))
+
+
+def _attribute(
+    settings: Settings,
+    contender: Contender,
+    outcome: Outcome,
+    assumptions: Assumptions,
+    progress: Callable[[str], None],
+) -> dict[str, float]:
+    spec = contender.spec
+    assert spec is not None
+    added: dict[str, float] = {}
+    for lever, take_away in LEVERS.items():
+        if take_away is None:
+            without = Contender(contender.name, spec, detection=False)
+        else:
+            reduced = take_away(spec)
+            if reduced == spec:
+                added[lever] = 0.0  # the policy does not use it
+                continue
+            without = Contender(contender.name, reduced, detection=contender.detection)
+        progress(f"{contender.name} without {lever}")
+        added[lever] = outcome.job_goodput - run(settings, without, assumptions).job_goodput
+    return added
