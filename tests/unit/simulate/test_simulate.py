@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from pitcrew.sim.simulate.command import spares_curve
-from pitcrew.sim.simulate.compare import compare, young_daly
+from pitcrew.sim.simulate.compare import compare, gap, young_daly
 from pitcrew.sim.simulate.mix import LLAMA3_DAYS, LLAMA3_NODES, mix
 from pitcrew.sim.simulate.run import BADPUT, run
 from pitcrew.sim.simulate.settings import (
@@ -170,6 +170,14 @@ def test_the_llama3_mix_has_the_published_counts_and_shares() -> None:
     assert mix("llama3-405b", node_mtbf=1000 * HOUR).node_mtbf == pytest.approx(1000 * HOUR)
 
 
+def test_the_gap_to_the_target_names_the_largest_badput_first() -> None:
+    outcome = run(SMALL, _with_spares(1))
+    assert gap(outcome, target=outcome.job_goodput) == []
+    found = gap(outcome, target=1.0)
+    assert found[0][0] == max(outcome.badput, key=lambda k: outcome.badput[k])
+    assert sum(share for _, share, _ in found) == pytest.approx(1 - outcome.job_goodput)
+
+
 def test_young_daly_interval() -> None:
     assert young_daly(60.0, 3 * HOUR) == pytest.approx(math.sqrt(2 * 60 * 3 * HOUR) - 60)
     assert young_daly(0.0, HOUR) is None
@@ -212,6 +220,10 @@ def test_the_json_contract() -> None:
     assert out["mtbfHours"] > 0
     assert out["advice"]["checkpointInterval"] > 0
     assert out["settings"]["checkpointInterval"] == 1200
+    assert out["advice"]["target"] == 0.97
+    shares = [g["share"] for g in out["advice"]["gap"]]
+    assert shares == sorted(shares, reverse=True)
+    assert {g["badput"] for g in out["advice"]["gap"]} <= set(BADPUT)
     assert set(out["attribution"][DEFAULTS]) == {
         "spares",
         "checkpointAwareDrain",

@@ -19,7 +19,7 @@ from rich.table import Table
 
 from pitcrew.api.meta import Duration
 from pitcrew.api.policy import GPUHealthPolicy, GPUHealthPolicySpec
-from pitcrew.sim.simulate.compare import Comparison, compare
+from pitcrew.sim.simulate.compare import Comparison, compare, gap
 from pitcrew.sim.simulate.mix import MIXES
 from pitcrew.sim.simulate.settings import (
     BASELINE,
@@ -92,6 +92,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=base.seed)
     parser.add_argument(
         "--no-attribution", action="store_true", help="skip the per-lever runs (faster)"
+    )
+    parser.add_argument(
+        "--target",
+        type=float,
+        default=0.97,
+        help="job goodput the advice measures the gap to (default 0.97)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(
@@ -169,6 +175,7 @@ def main(argv: list[str]) -> int:
             contenders,
             attribution=not args.no_attribution,
             spares_curve=curve,
+            target=args.target,
             progress=lambda name: err.print(f"simulating {name} ...", highlight=False),
         )
     except ValueError as error:
@@ -213,12 +220,29 @@ def render(comparison: Comparison, console: Console) -> None:
     if comparison.spares_curve:
         curve = ", ".join(f"{n}: {_pct(g)}" for n, g in comparison.spares_curve)
         console.print(f"job goodput by spares: {curve}")
+    for line in gap_lines(comparison):
+        console.print(line, highlight=False)
     interval = comparison.checkpoint_interval
     advice = f"{interval / 60:.1f} min" if interval is not None else "n/a"
     console.print(
         f"job MTBF {comparison.mtbf_hours:.2f} h; Young/Daly checkpoint interval {advice} "
         f"(set: {settings.checkpoint_interval / 60:.1f} min, cost {settings.checkpoint_cost:g} s)"
     )
+
+
+def gap_lines(comparison: Comparison) -> list[str]:
+    """What closes the gap to the target, for the table and the report."""
+    reference = comparison.reference
+    found = gap(reference, comparison.target)
+    if not found:
+        return []
+    short = (comparison.target - reference.job_goodput) * 100
+    lines = [
+        f"{reference.name} is {short:.2f} points under the {comparison.target * 100:g} % "
+        "target; its badput, largest first:"
+    ]
+    lines += [f"- {category} {share * 100:.2f} %: {remedy}" for category, share, remedy in found]
+    return lines
 
 
 _BADPUT_LABELS = {

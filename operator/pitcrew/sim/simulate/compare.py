@@ -73,6 +73,8 @@ class Comparison:
     use the lever)."""
     spares_curve: tuple[tuple[int, float], ...] = ()
     """(spares, job goodput) of the first Pitcrew policy."""
+    target: float = 0.97
+    """Job goodput the advice measures the gap to (ByteRobust's 97 %)."""
 
     @property
     def reference(self) -> Outcome:
@@ -100,6 +102,11 @@ class Comparison:
             "mtbfHours": round(mtbf, 3) if math.isfinite(mtbf) else None,
             "advice": {
                 "checkpointInterval": round(interval, 1) if interval is not None else None,
+                "target": self.target,
+                "gap": [
+                    {"badput": category, "share": round(share, 6), "remedy": remedy}
+                    for category, share, remedy in gap(self.reference, self.target)
+                ],
             },
             "attribution": {
                 name: {lever: round(v, 6) for lever, v in levers.items()}
@@ -121,6 +128,26 @@ class Comparison:
         }
 
 
+REMEDIES = {
+    "wastedProgress": "checkpoint more often (the Young/Daly interval) or asynchronously",
+    "recovery": "a faster restart (process start, NCCL init, checkpoint load: "
+    "--restart-cost) and earlier detection",
+    "waitingForCapacity": "hot spares (spares.count; the spares curve)",
+    "checkpointing": "asynchronous checkpoints, or a longer interval",
+}
+"""What shrinks each badput category; which of them is the job's and which Pitcrew's."""
+
+
+def gap(outcome: Outcome, target: float) -> list[tuple[str, float, str]]:
+    """Below ``target``: each badput category, largest first, with its remedy; above it,
+    nothing. The categories are the whole of the shortfall, so the largest ones are the
+    levers that close the gap."""
+    if outcome.job_goodput >= target:
+        return []
+    ranked = sorted(outcome.badput.items(), key=lambda item: -item[1])
+    return [(category, share, REMEDIES[category]) for category, share in ranked if share > 0]
+
+
 def young_daly(cost: float, mtbf: float) -> float | None:
     if cost <= 0 or not math.isfinite(mtbf) or mtbf <= 0:
         return None
@@ -136,6 +163,7 @@ def compare(
     attribution: bool = True,
     spares_curve: Iterable[int] = (),
     assumptions: Assumptions | None = None,
+    target: float = 0.97,
     progress: Callable[[str], None] = lambda _: None,
 ) -> Comparison:
     assumptions = assumptions or Assumptions()
@@ -161,7 +189,7 @@ def compare(
             spec = with_spares(first.spec, count)
             outcome = run(settings, Contender(first.name, spec), assumptions)
             curve.append((count, outcome.job_goodput))
-    return Comparison(settings, outcomes, levers, tuple(curve))
+    return Comparison(settings, outcomes, levers, tuple(curve), target)
 
 
 def _attribute(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pitcrew.sim.simulate.command import gap_lines
 from pitcrew.sim.simulate.compare import Comparison
 from pitcrew.sim.simulate.run import BADPUT
 
@@ -117,6 +118,9 @@ def markdown(comparison: Comparison, plots: list[str]) -> str:
         )
     )
     lines.append("")
+    gap = gap_lines(comparison)
+    if gap:
+        lines += [*gap, ""]
     lines.extend(f"![{plot}]({plot})" for plot in plots)
     lines.append("")
     return "\n".join(lines)
