@@ -254,6 +254,7 @@ def test_the_report_has_its_page_and_plots(tmp_path: Path) -> None:
     page = (tmp_path / "report.md").read_text()
     assert "| baseline |" in page
     assert "| defaults |" in page
-    for plot in ("goodput.png", "badput.png", "spares.png"):
+    assert "| warning share |" in page
+    for plot in ("goodput.png", "badput.png", "spares.png", "warning.png"):
         assert (tmp_path / plot).read_bytes()[:4] == b"\x89PNG"
         assert f"]({plot})" in page

@@ -30,6 +30,8 @@ from pitcrew.sim.simulate.settings import (
     with_spares,
 )
 
+WARNING_SWEEP = (0.0, 0.1, 0.3, 0.5)
+"""Precursor shares the report's sensitivity sweep runs (the default is 0.1)."""
 _DAYS = re.compile(r"^([0-9]+(?:\.[0-9]+)?)d$")
 
 
@@ -89,6 +91,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="only the baseline (no Pitcrew); default: baseline, defaults and each --policy",
     )
     parser.add_argument("--lemons", type=int, default=0, help="nodes failing 10x as often")
+    parser.add_argument(
+        "--warning-share",
+        type=float,
+        default=base.warning_share,
+        help="share of faults with a precursor that show it before the crash (0.1)",
+    )
+    parser.add_argument(
+        "--detection-delay",
+        type=duration,
+        default=base.detection_delay,
+        help="median time for a person to notice a crashed job (30m)",
+    )
+    parser.add_argument(
+        "--ticket-delay",
+        type=duration,
+        default=base.ticket_delay,
+        help="median time from a ticket to a person's repair (4h)",
+    )
     parser.add_argument("--seed", type=int, default=base.seed)
     parser.add_argument(
         "--no-attribution", action="store_true", help="skip the per-lever runs (faster)"
@@ -121,6 +141,9 @@ def settings_from(args: argparse.Namespace) -> Settings:
         spares=args.spares,
         seed=args.seed,
         lemons=args.lemons,
+        warning_share=args.warning_share,
+        detection_delay=args.detection_delay,
+        ticket_delay=args.ticket_delay,
     )
 
 
@@ -176,6 +199,7 @@ def main(argv: list[str]) -> int:
             attribution=not args.no_attribution,
             spares_curve=curve,
             target=args.target,
+            warning_shares=WARNING_SWEEP if args.report is not None else (),
             progress=lambda name: err.print(f"simulating {name} ...", highlight=False),
         )
     except ValueError as error:
@@ -220,6 +244,9 @@ def render(comparison: Comparison, console: Console) -> None:
     if comparison.spares_curve:
         curve = ", ".join(f"{n}: {_pct(g)}" for n, g in comparison.spares_curve)
         console.print(f"job goodput by spares: {curve}")
+    if comparison.warning_curve:
+        sweep = ", ".join(f"{w:g}: {_pct(b)} / {_pct(p)}" for w, b, p in comparison.warning_curve)
+        console.print(f"job goodput by warning share (baseline / {reference.name}): {sweep}")
     for line in gap_lines(comparison):
         console.print(line, highlight=False)
     interval = comparison.checkpoint_interval

@@ -75,6 +75,9 @@ class Comparison:
     """(spares, job goodput) of the first Pitcrew policy."""
     target: float = 0.97
     """Job goodput the advice measures the gap to (ByteRobust's 97 %)."""
+    warning_curve: tuple[tuple[float, float, float], ...] = ()
+    """(warning share, baseline job goodput, first Pitcrew policy's job goodput): how the
+    result depends on the share of faults that show a precursor before they crash."""
 
     @property
     def reference(self) -> Outcome:
@@ -113,6 +116,10 @@ class Comparison:
                 for name, levers in self.attribution.items()
             },
             "sparesCurve": [{"spares": n, "jobGoodput": round(g, 6)} for n, g in self.spares_curve],
+            "warningShareSweep": [
+                {"warningShare": w, "baseline": round(b, 6), "pitcrew": round(p, 6)}
+                for w, b, p in self.warning_curve
+            ],
             "settings": {
                 "nodes": self.settings.nodes,
                 "jobNodes": self.reference.job_nodes,
@@ -164,6 +171,7 @@ def compare(
     spares_curve: Iterable[int] = (),
     assumptions: Assumptions | None = None,
     target: float = 0.97,
+    warning_shares: Iterable[float] = (),
     progress: Callable[[str], None] = lambda _: None,
 ) -> Comparison:
     assumptions = assumptions or Assumptions()
@@ -189,7 +197,15 @@ def compare(
             spec = with_spares(first.spec, count)
             outcome = run(settings, Contender(first.name, spec), assumptions)
             curve.append((count, outcome.job_goodput))
-    return Comparison(settings, outcomes, levers, tuple(curve), target)
+    sweep: list[tuple[float, float, float]] = []
+    if pitcrew:
+        for share in warning_shares:
+            progress(f"warning share {share:g}")
+            varied = settings.with_(warning_share=share)
+            baseline = run(varied, Contender(BASELINE, None), assumptions)
+            policy = run(varied, pitcrew[0], assumptions)
+            sweep.append((share, baseline.job_goodput, policy.job_goodput))
+    return Comparison(settings, outcomes, levers, tuple(curve), target, tuple(sweep))
 
 
 def _attribute(

@@ -16,6 +16,9 @@ from pitcrew.sim.simulate.command import gap_lines
 from pitcrew.sim.simulate.compare import Comparison
 from pitcrew.sim.simulate.run import BADPUT
 
+Series = list[tuple[str, list[float], list[float]]]
+"""Named lines of a plot: (label, x values, y values)."""
+
 
 def write(comparison: Comparison, directory: Path) -> Path:
     try:
@@ -29,19 +32,35 @@ def write(comparison: Comparison, directory: Path) -> Path:
         ) from None
     directory.mkdir(parents=True, exist_ok=True)
     outcomes = comparison.outcomes
+    reference = comparison.reference.name
 
-    figure, axes = plt.subplots(figsize=(8, 4))
-    for name, outcome in outcomes.items():
-        days = [d for d, _ in outcome.daily]
-        axes.plot(days, [g * 100 for _, g in outcome.daily], marker=".", label=name)
-    axes.set_xlabel("day")
-    axes.set_ylabel("job goodput that day (%)")
-    axes.set_title("Job goodput over time")
-    axes.grid(alpha=0.3)
-    axes.legend()
-    figure.tight_layout()
-    figure.savefig(directory / "goodput.png", dpi=100)
-    plt.close(figure)
+    def line_plot(name: str, series: Series, xlabel: str, ylabel: str, title: str) -> str:
+        figure, axes = plt.subplots(figsize=(8, 4))
+        for label, xs, ys in series:
+            axes.plot(xs, ys, marker="o" if len(xs) < 12 else ".", label=label)
+        axes.set_xlabel(xlabel)
+        axes.set_ylabel(ylabel)
+        axes.set_title(title)
+        axes.grid(alpha=0.3)
+        if len(series) > 1:
+            axes.legend()
+        figure.tight_layout()
+        figure.savefig(directory / name, dpi=100)
+        plt.close(figure)
+        return name
+
+    plots = [
+        line_plot(
+            "goodput.png",
+            [
+                (name, [d for d, _ in o.daily], [g * 100 for _, g in o.daily])
+                for name, o in outcomes.items()
+            ],
+            "day",
+            "job goodput that day (%)",
+            "Job goodput over time",
+        )
+    ]
 
     figure, axes = plt.subplots(figsize=(8, 4))
     names = list(outcomes)
@@ -56,20 +75,34 @@ def write(comparison: Comparison, directory: Path) -> Path:
     figure.tight_layout()
     figure.savefig(directory / "badput.png", dpi=100)
     plt.close(figure)
+    plots.append("badput.png")
 
-    plots = ["goodput.png", "badput.png"]
-    if comparison.spares_curve:
-        figure, axes = plt.subplots(figsize=(8, 4))
-        counts = [n for n, _ in comparison.spares_curve]
-        axes.plot(counts, [g * 100 for _, g in comparison.spares_curve], marker="o")
-        axes.set_xlabel("hot spares")
-        axes.set_ylabel("job goodput (%)")
-        axes.set_title(f"Spare-pool sizing ({comparison.reference.name})")
-        axes.grid(alpha=0.3)
-        figure.tight_layout()
-        figure.savefig(directory / "spares.png", dpi=100)
-        plt.close(figure)
-        plots.append("spares.png")
+    curve = comparison.spares_curve
+    if curve:
+        plots.append(
+            line_plot(
+                "spares.png",
+                [(reference, [float(n) for n, _ in curve], [g * 100 for _, g in curve])],
+                "hot spares",
+                "job goodput (%)",
+                f"Spare-pool sizing ({reference})",
+            )
+        )
+    sweep = comparison.warning_curve
+    if sweep:
+        shares = [w for w, _, _ in sweep]
+        plots.append(
+            line_plot(
+                "warning.png",
+                [
+                    ("baseline", shares, [b * 100 for _, b, _ in sweep]),
+                    (reference, shares, [p * 100 for _, _, p in sweep]),
+                ],
+                "share of faults that show a precursor before the crash",
+                "job goodput (%)",
+                "Sensitivity to early detection",
+            )
+        )
 
     page = directory / "report.md"
     page.write_text(markdown(comparison, plots))
@@ -118,6 +151,17 @@ def markdown(comparison: Comparison, plots: list[str]) -> str:
         )
     )
     lines.append("")
+    if comparison.warning_curve:
+        lines += [
+            "Sensitivity to the share of faults that warn before they crash (job goodput):",
+            "",
+            "| warning share | baseline | " + reference.name + " |",
+            "|---:|---:|---:|",
+        ]
+        lines += [
+            f"| {w:g} | {b * 100:.2f} % | {p * 100:.2f} % |" for w, b, p in comparison.warning_curve
+        ]
+        lines.append("")
     gap = gap_lines(comparison)
     if gap:
         lines += [*gap, ""]
