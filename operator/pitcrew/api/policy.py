@@ -10,6 +10,8 @@ discovering it at 3 a.m.
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from enum import StrEnum
 from typing import ClassVar
 
@@ -258,12 +260,79 @@ class SecretReference(ApiModel):
     name: str = Field(min_length=1, max_length=253)
 
 
+HOST_PATTERN = r"^([*][.])?[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+ALLOWED_ENDPOINT_RULE = f"self.all(e, isCIDR(e) || e.matches('{HOST_PATTERN}'))"
+
+
+class BmcAnnotationsSpec(ApiModel):
+    """Whether a Node's own annotations may name its BMC.
+
+    Off by default: a kubelet may annotate its own Node, so whoever has root on a
+    GPU node could point the annotations at a server of theirs and receive the
+    fleet's BMC credentials with the next reboot. Opted in, an annotated endpoint
+    is used only if its host is in ``allowedEndpoints``."""
+
+    model_config = ConfigDict(
+        json_schema_extra=validations(
+            cel(
+                "!self.enabled || size(self.allowedEndpoints) > 0",
+                "nodeAnnotations.enabled needs allowedEndpoints: the CIDRs or host names "
+                "a node's annotation may name as its BMC",
+            ),
+        )
+    )
+
+    enabled: bool = Field(
+        default=False,
+        description="Read pitcrew.dev/bmc-endpoint and pitcrew.dev/bmc-system from the Node "
+        "for nodes not in the inventory.",
+    )
+    allowed_endpoints: list[str] = Field(
+        default_factory=list,
+        max_length=64,
+        description="CIDRs (`10.20.0.0/16`) and host names (`bmc-7.example.com`, or "
+        "`*.bmc.example.com` for any name under it) an annotated endpoint may have.",
+        json_schema_extra={
+            "items": {"type": "string", "maxLength": 253},
+            **validations(
+                cel(
+                    ALLOWED_ENDPOINT_RULE,
+                    "allowedEndpoints takes CIDRs like 10.20.0.0/16 and lower-case host "
+                    "names like bmc-7.example.com or *.bmc.example.com",
+                )
+            ),
+        },
+    )
+
+    @field_validator("allowed_endpoints")
+    @classmethod
+    def _endpoints(cls, entries: list[str]) -> list[str]:
+        for entry in entries:
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                if not re.fullmatch(HOST_PATTERN, entry):
+                    raise ValueError(
+                        f"allowedEndpoints entry {entry!r} is neither a CIDR nor a lower-case "
+                        "host name (bmc-7.example.com, *.bmc.example.com)"
+                    ) from None
+        return entries
+
+
 class RedfishSpec(ApiModel):
     credentials_secret: SecretReference | None = Field(
         default=None,
         description="Secret in the operator's namespace with `username` and `password` "
         "for the BMCs.",
     )
+    inventory_secret: SecretReference | None = Field(
+        default=None,
+        description="Secret in the operator's namespace that the cluster admin owns: one "
+        "key per node name, each a JSON object with `endpoint` (https://10.1.2.3), "
+        "`system` (/redfish/v1/Systems/1) and optionally `username` and `password` for "
+        "that BMC. The trusted source of BMC addresses.",
+    )
+    node_annotations: BmcAnnotationsSpec = Field(default_factory=BmcAnnotationsSpec)
     verify_tls: bool = True
 
 

@@ -54,6 +54,21 @@ INVALID_POLICIES = {
         with_spec(VALID_POLICY, checks={"disabled": ["nvlinks"]}),
         'Unsupported value: "nvlinks": supported values: "gpu-count", "gpu-lost", "xid"',
     ),
+    "node annotations as BMC source without an allowlist": (
+        with_spec(VALID_POLICY, remediation={"redfish": {"nodeAnnotations": {"enabled": True}}}),
+        "nodeAnnotations.enabled needs allowedEndpoints",
+    ),
+    "BMC allowlist entry that is a URL": (
+        with_spec(
+            VALID_POLICY,
+            remediation={
+                "redfish": {
+                    "nodeAnnotations": {"enabled": True, "allowedEndpoints": ["https://bmc/"]}
+                }
+            },
+        ),
+        "allowedEndpoints takes CIDRs like 10.20.0.0/16 and lower-case host names",
+    ),
     "goodput window past a day": (
         with_spec(VALID_POLICY, goodput={"windows": ["1h", "7d"]}),
         "each goodput window must be between 1m and 24h",

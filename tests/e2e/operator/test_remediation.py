@@ -71,38 +71,35 @@ def system_power(url: str) -> str:
         return str(json.load(answer)["PowerState"])
 
 
-def test_redfish_reboot_reaches_the_bmc(
-    fleet_factory: type[Fleet], bmc: str, core: client.CoreV1Api, tmp_path: Path
-) -> None:
-    secret = "bmc-credentials"
+def _secret(core: client.CoreV1Api, name: str, data: dict[str, str]) -> None:
     core.create_namespaced_secret(
         NAMESPACE,
         {
-            "metadata": {"name": secret},
-            "data": {
-                "username": base64.b64encode(b"admin").decode(),
-                "password": base64.b64encode(b"password").decode(),
-            },
+            "metadata": {"name": name},
+            "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()},
         },
     )
+
+
+CREDENTIALS = {"username": "admin", "password": "password"}
+
+
+def test_redfish_reboot_reaches_the_bmc_named_by_the_inventory(
+    fleet_factory: type[Fleet], bmc: str, core: client.CoreV1Api, tmp_path: Path
+) -> None:
+    fleet = fleet_factory(size=2)
+    node = fleet.nodes[0]
+    _secret(core, "bmc-credentials", CREDENTIALS)
+    system = f"/redfish/v1/Systems/{SYSTEM_UUID}"
+    _secret(core, "bmc-inventory", {node: json.dumps({"endpoint": bmc, "system": system})})
     try:
-        fleet = fleet_factory(size=2)
-        node = fleet.nodes[0]
-        fleet.core.patch_node(
-            node,
-            {
-                "metadata": {
-                    "annotations": {
-                        "pitcrew.dev/bmc-endpoint": bmc,
-                        "pitcrew.dev/bmc-system": f"/redfish/v1/Systems/{SYSTEM_UUID}",
-                    }
-                }
-            },
-        )
         fleet.policy(
             remediation={
                 "ladders": {"fatal": [{"action": "reboot", "timeout": "10m"}]},
-                "redfish": {"credentialsSecret": {"name": secret}},
+                "redfish": {
+                    "credentialsSecret": {"name": "bmc-credentials"},
+                    "inventorySecret": {"name": "bmc-inventory"},
+                },
             }
         )
         fleet.wait_phase(node, "Healthy")
@@ -125,9 +122,79 @@ def test_redfish_reboot_reaches_the_bmc(
             what="RemediationStarted event",
         )
         assert "Redfish ForceRestart" in started.message
+        assert "BMC from the inventory" in started.message
         fleet.wait_phase(node, "Healthy", timeout=90)
     finally:
-        core.delete_namespaced_secret(secret, NAMESPACE)
+        core.delete_namespaced_secret("bmc-credentials", NAMESPACE)
+        core.delete_namespaced_secret("bmc-inventory", NAMESPACE)
+
+
+class Recorder(http.server.BaseHTTPRequestHandler):
+    """A server of the tenant's: it records every request, credentials included."""
+
+    seen: list[str] = []
+
+    def _record(self) -> None:
+        Recorder.seen.append(f"{self.command} {self.path} {self.headers.get('Authorization')}")
+        self.send_response(200)
+        self.end_headers()
+
+    def do_GET(self) -> None:
+        self._record()
+
+    def do_POST(self) -> None:
+        self._record()
+
+    def log_message(self, *args: object) -> None:
+        """Quiet."""
+
+
+def test_a_rogue_bmc_annotation_gets_no_request_and_the_event_says_why(
+    fleet_factory: type[Fleet], core: client.CoreV1Api
+) -> None:
+    # Root on the node annotates its own Node with a server it owns: a reboot must
+    # send neither a request nor the fleet's BMC credentials there.
+    Recorder.seen = []
+    rogue = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    threading.Thread(target=rogue.serve_forever, daemon=True).start()
+    endpoint = f"http://127.0.0.1:{rogue.server_address[1]}"
+    fleet = fleet_factory(size=2)
+    node = fleet.nodes[0]
+    _secret(core, "bmc-credentials", CREDENTIALS)
+    try:
+        fleet.core.patch_node(
+            node,
+            {
+                "metadata": {
+                    "annotations": {
+                        "pitcrew.dev/bmc-endpoint": endpoint,
+                        "pitcrew.dev/bmc-system": "/redfish/v1/Systems/1",
+                    }
+                }
+            },
+        )
+        fleet.policy(
+            remediation={
+                "ladders": {"fatal": [{"action": "reboot", "timeout": "10m"}]},
+                "redfish": {"credentialsSecret": {"name": "bmc-credentials"}},
+            }
+        )
+        fleet.wait_phase(node, "Healthy")
+        fleet.inject(node, FATAL_XID)
+        refused = eventually(
+            lambda: next((e for e in fleet.events(node) if e.reason == "RemediationFailed"), None),
+            timeout=60,
+            what="RemediationFailed event",
+        )
+        assert "not trusted" in refused.message
+        assert "no request was sent" in refused.message
+        assert endpoint in refused.message
+        # The node is not rebooted through the rogue endpoint: the ladder goes on.
+        time.sleep(2)
+        assert Recorder.seen == []
+    finally:
+        rogue.shutdown()
+        core.delete_namespaced_secret("bmc-credentials", NAMESPACE)
 
 
 class Receiver(http.server.BaseHTTPRequestHandler):

@@ -8,7 +8,7 @@ import pytest
 import sushy
 
 from pitcrew.api.policy import GPUHealthPolicySpec
-from pitcrew.remediators import RemediationError, RemediationRequest, redfish
+from pitcrew.remediators import RemediationError, RemediationRequest, bmc
 from pitcrew.remediators.redfish import RedfishReboot
 
 SPEC = GPUHealthPolicySpec.model_validate(
@@ -39,7 +39,13 @@ def reboot(monkeypatch: pytest.MonkeyPatch, allowed: list[str]) -> tuple[System,
             return system
 
     monkeypatch.setattr(sushy, "Sushy", Connection)
-    monkeypatch.setattr(redfish, "_credentials", lambda api, request, namespace: ("u", "p"))
+    monkeypatch.setattr(
+        bmc,
+        "resolve",
+        lambda api, request, namespace: bmc.Bmc(
+            "https://10.0.0.1", "/redfish/v1/Systems/1", "u", "p", "inventory"
+        ),
+    )
     request = RemediationRequest(
         node="n0",
         node_object={
