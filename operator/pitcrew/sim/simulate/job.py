@@ -23,7 +23,7 @@ take at once (no spare, a node taken back from other work, none at all).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol
 
@@ -320,33 +320,13 @@ class Job:
 
     def _pods_running(self) -> None:
         now = at(self.clock.now)
-        self.pods = [
-            JobPod(
-                p.name,
-                True,
-                p.node,
-                p.gpus,
-                uid=p.uid,
-                restarts=p.restarts,
-                started_at=now,
-            )
-            for p in self.pods
-        ]
+        self.pods = [replace(p, running=True, started_at=now, stopped_at=None) for p in self.pods]
 
     def _stop_pods(self) -> None:
+        """Every container exits (the launcher restarts them): a restart each."""
         now = at(self.clock.now)
         self.pods = [
-            JobPod(
-                p.name,
-                False,
-                p.node,
-                p.gpus,
-                uid=p.uid,
-                restarts=p.restarts + 1,
-                started_at=p.started_at,
-                stopped_at=now,
-            )
-            for p in self.pods
+            replace(p, running=False, restarts=p.restarts + 1, stopped_at=now) for p in self.pods
         ]
 
     def _checkpointing_so_far(self) -> float:
