@@ -179,7 +179,7 @@ def _sim_agents(args: argparse.Namespace) -> int:
         api,
         interval=args.interval,
         heartbeat=args.heartbeat,
-        probe_api=api_client(args.probe_kubeconfig) if args.probe_kubeconfig else None,
+        probe_account=args.probe_account,
         agent_pods=pods,
         noise=args.noise,
         probe_seconds=args.probe_seconds,
@@ -338,9 +338,10 @@ def _add_runtime(commands: Commands) -> None:
         "sim.pitcrew.dev/probe-for annotation overrides it)",
     )
     sim.add_argument(
-        "--probe-kubeconfig",
+        "--probe-account",
         default=None,
-        help="the probe ServiceAccount's kubeconfig: probe reports are written with it",
+        help="write each probe report with this ServiceAccount's token bound to the probe "
+        "pod, as a real probe pod does (default: the --kubeconfig's credentials)",
     )
     sim.add_argument(
         "--agent-account",

@@ -91,6 +91,25 @@ def _duration(text: str | None, node: str) -> datetime.timedelta | None:
         return None
 
 
+def bound_client(
+    admin: client.ApiClient, *, account: str, namespace: str, pod: dict[str, Any]
+) -> client.ApiClient:
+    """An API client with ``account``'s token bound to ``pod``: what the pod's projected
+    token is, so the apiserver knows the pod's node and the admission policy that
+    keeps node accounts to their own GPUNode applies."""
+    meta = pod["metadata"]
+    token = bound_token(
+        admin,
+        account=account,
+        namespace=namespace,
+        pod={"metadata": {"name": meta["name"], "uid": meta["uid"]}},
+    )
+    configuration = copy.copy(admin.configuration)
+    configuration.api_key = {"authorization": f"Bearer {token}"}
+    configuration.cert_file = configuration.key_file = None
+    return client.ApiClient(configuration)
+
+
 class AgentPods:
     """The agent pods of a simulated DaemonSet (one per node, run by kwok) and, for each,
     an API client with the agent ServiceAccount's token bound to it: what the real
@@ -123,16 +142,7 @@ class AgentPods:
         uid = pod["metadata"]["uid"]
         if cached is not None and cached[0] == uid:
             return cached[1]
-        token = bound_token(
-            self.admin,
-            account=self.account,
-            namespace=self.namespace,
-            pod={"metadata": {"name": pod["metadata"]["name"], "uid": uid}},
-        )
-        configuration = copy.copy(self.admin.configuration)
-        configuration.api_key = {"authorization": f"Bearer {token}"}
-        configuration.cert_file = configuration.key_file = None
-        api = client.ApiClient(configuration)
+        api = bound_client(self.admin, account=self.account, namespace=self.namespace, pod=pod)
         with self.lock:
             self.clients[node] = (uid, api)
         return api
@@ -182,7 +192,7 @@ class SimAgents:
         *,
         interval: datetime.timedelta,
         heartbeat: datetime.timedelta,
-        probe_api: client.ApiClient | None = None,
+        probe_account: str | None = None,
         agent_pods: AgentPods | None = None,
         workers: int = 16,
         noise: float = 1.0,
@@ -191,9 +201,11 @@ class SimAgents:
         self.api = api
         self.probe_seconds = probe_seconds
         """How long a probe pod runs before it reports, unless its node says."""
-        self.probe_api = probe_api or api
-        """Probe reports are written with the probe ServiceAccount's own credentials, as
-        a probe pod would: a permission the chart does not grant fails here too."""
+        self.probe_account = probe_account
+        """When set, each probe report is written with this account's token bound to
+        the probe pod, as the pod's projected token is: a permission the chart does not
+        grant fails here too, and the admission policy that keeps a probe to its own
+        node's GPUNode applies to the simulated fleet."""
         self.agent_pods = agent_pods
         """When set, each node's agent writes with the agent ServiceAccount's token bound
         to that node's agent pod, as the DaemonSet's agent does: the admission policy
@@ -416,8 +428,13 @@ class SimAgents:
                 results=report.checks,
                 job=job,
             )
+            api = (
+                bound_client(self.api, account=self.probe_account, namespace=namespace, pod=pod)
+                if self.probe_account
+                else self.api
+            )
             gpunodes.apply_status(
-                self.probe_api,
+                api,
                 node=sim.name,
                 status={"probe": probe.model_dump(mode="json", by_alias=True, exclude_none=True)},
                 manager=PROBE_MANAGER,

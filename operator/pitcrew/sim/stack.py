@@ -126,24 +126,19 @@ class SimStack:
     ) -> subprocess.Popen[bytes]:
         """The simulated agents. Kubelets and machines (boot IDs, reboots, termination
         messages) act with admin credentials, as they are not Pitcrew; probe reports go
-        out with the probe ServiceAccount's token; with ``agent_credentials`` each node's
+        out with the probe ServiceAccount's token bound to the probe pod (the admission
+        policy keeps it to its own node's GPUNode); with ``agent_credentials`` each node's
         agent writes with the agent ServiceAccount's token bound to that node's agent
         pod (a DaemonSet kwok runs), so the admission policy that binds an agent to its
         own node holds here as in the chart. Benchmarks of thousands of nodes turn it
         off: a pod and a token per node would be part of what they measure."""
-        probe = install.service_account_kubeconfig(
-            self.api,
-            component="probe",
-            namespace=self.namespace,
-            path=self.directory / "probe.kubeconfig",
-        )
         if agent_credentials:
             self._agent_daemonset()
         args = [
             "--kubeconfig",
             self.kubeconfig,
-            "--probe-kubeconfig",
-            str(probe),
+            "--probe-account",
+            account_name("probe"),
             *(
                 ["--agent-account", account_name("agent"), "--agent-namespace", self.namespace]
                 if agent_credentials

@@ -1,8 +1,9 @@
-"""The admission policy: a node agent may write only its own node's GPUNode.
+"""The admission policy: a node agent or a probe pod may write only its own node's GPUNode.
 
-The agent's token is bound to a pod on one node, as the projected token in
-the DaemonSet pod is; the apiserver adds that node's name to the request and
-the ValidatingAdmissionPolicy compares it with the GPUNode being written.
+Their tokens are bound to a pod on one node, as the projected token in the
+DaemonSet's or the probe Job's pod is; the apiserver adds that node's name to the
+request and the ValidatingAdmissionPolicy compares it with the GPUNode being
+written. Root on a GPU node can read either token: these tests play that tenant.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from pitcrew.api.vocabulary import AGENT_MANAGER
+from pitcrew.api.vocabulary import AGENT_MANAGER, PROBE_MANAGER
 from pitcrew.kube import gpunodes
 from pitcrew.kube.client import api_client
 from pitcrew.sim.devcluster import install
@@ -25,21 +26,22 @@ NAMESPACE = "pitcrew-system"
 REPORT = {"lastHeartbeat": "2026-12-01T12:00:00Z"}
 
 
-@pytest.fixture
-def agent_pod(api_client: client.ApiClient, core: client.CoreV1Api) -> Iterator[dict[str, Any]]:
-    install.install(api_client, namespace=NAMESPACE)
+def pod_on_node_0(
+    api: client.ApiClient, core: client.CoreV1Api, component: str
+) -> Iterator[dict[str, Any]]:
+    install.install(api, namespace=NAMESPACE)
     for index in (0, 1):
         node = core.read_node(node_name(index))
-        gpunodes.ensure(api_client, node=node.metadata.name, node_uid=node.metadata.uid)
-    name = f"agent-{uuid.uuid4().hex[:6]}"
+        gpunodes.ensure(api, node=node.metadata.name, node_uid=node.metadata.uid)
+    name = f"{component}-{uuid.uuid4().hex[:6]}"
     pod = core.create_namespaced_pod(
         NAMESPACE,
         {
             "metadata": {"name": name},
             "spec": {
                 "nodeName": node_name(0),
-                "serviceAccountName": "pitcrew-agent",
-                "containers": [{"name": "agent", "image": "pitcrew:test"}],
+                "serviceAccountName": f"pitcrew-{component}",
+                "containers": [{"name": component, "image": "pitcrew:test"}],
             },
         },
     )
@@ -47,15 +49,27 @@ def agent_pod(api_client: client.ApiClient, core: client.CoreV1Api) -> Iterator[
     core.delete_namespaced_pod(name, NAMESPACE, grace_period_seconds=0)
 
 
-def agent(api: client.ApiClient, path: Path, pod: dict[str, Any] | None) -> client.ApiClient:
+@pytest.fixture
+def agent_pod(api_client: client.ApiClient, core: client.CoreV1Api) -> Iterator[dict[str, Any]]:
+    yield from pod_on_node_0(api_client, core, "agent")
+
+
+@pytest.fixture
+def probe_pod(api_client: client.ApiClient, core: client.CoreV1Api) -> Iterator[dict[str, Any]]:
+    yield from pod_on_node_0(api_client, core, "probe")
+
+
+def agent(
+    api: client.ApiClient, path: Path, pod: dict[str, Any] | None, component: str = "agent"
+) -> client.ApiClient:
     kubeconfig = install.service_account_kubeconfig(
-        api, component="agent", namespace=NAMESPACE, path=path, bound_pod=pod
+        api, component=component, namespace=NAMESPACE, path=path, bound_pod=pod
     )
     return api_client(str(kubeconfig))
 
 
-def write(api: client.ApiClient, node: str) -> None:
-    gpunodes.apply_status(api, node=node, status=REPORT, manager=AGENT_MANAGER)
+def write(api: client.ApiClient, node: str, manager: str = AGENT_MANAGER) -> None:
+    gpunodes.apply_status(api, node=node, status=REPORT, manager=manager)
 
 
 def test_an_agent_writes_its_own_gpunode_and_is_refused_for_another(
@@ -84,3 +98,25 @@ def test_an_agent_token_not_bound_to_a_pod_is_refused(
         write(unbound, node_name(0))
     assert refused.value.status == 403
     assert "must use a token bound to its pod" in str(refused.value.body)
+
+
+def test_a_probe_pod_reports_for_its_own_node_and_is_refused_for_another(
+    api_client: client.ApiClient,
+    probe_pod: dict[str, Any],
+    tmp_path: Path,
+) -> None:
+    # A tenant with root on a node under validation reads the probe pod's token and
+    # tries to fail another node's probe: refused, whatever the report says.
+    own = agent(api_client, tmp_path / "probe.kubeconfig", probe_pod, "probe")
+    write(own, node_name(0), PROBE_MANAGER)
+    with pytest.raises(client.ApiException) as refused:
+        write(own, node_name(1), PROBE_MANAGER)
+    assert refused.value.status == 403
+    assert (
+        f"the Pitcrew probe pod of node {node_name(0)} may write only its own GPUNode, "
+        f"not {node_name(1)}" in str(refused.value.body)
+    )
+    unbound = agent(api_client, tmp_path / "unbound-probe.kubeconfig", None, "probe")
+    with pytest.raises(client.ApiException) as refused:
+        write(unbound, node_name(1), PROBE_MANAGER)
+    assert "the Pitcrew probe pod must use a token bound to its pod" in str(refused.value.body)
