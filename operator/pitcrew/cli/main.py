@@ -141,6 +141,7 @@ def _operator(args: argparse.Namespace) -> int:
         job_runtime_class=args.job_runtime_class,
         lease_seconds=args.lease_seconds,
         resync_seconds=args.resync_seconds,
+        max_jobs=args.max_jobs,
     )
     operator.run(settings)
     return 0
@@ -264,7 +265,7 @@ def _add_devcluster(commands: Commands) -> None:
         sub.add_argument("--dir", type=Path, default=DEFAULT_DIR)
 
 
-def _add_runtime(commands: Commands) -> None:
+def _add_operator(commands: Commands) -> None:
     operator = commands.add_parser("operator", help="run the operator (kopf, leader election)")
     operator.add_argument("--kubeconfig", default=None)
     operator.add_argument("--namespace", default="pitcrew-system")
@@ -298,8 +299,18 @@ def _add_runtime(commands: Commands) -> None:
     operator.add_argument(
         "--job-runtime-class", default="", help="RuntimeClass of probe, pair and reset Jobs"
     )
+    operator.add_argument(
+        "--max-jobs",
+        type=int,
+        default=200,
+        help="training jobs with metric series of their own (the largest by GPUs); the "
+        'rest are summed as job="other"',
+    )
     operator.set_defaults(handler=_operator)
 
+
+def _add_runtime(commands: Commands) -> None:
+    _add_operator(commands)
     agent_cmd = commands.add_parser("agent", help="the node agent (one per GPU node)")
     agent_cmd.add_argument("--node", required=True, help="this node's name (downward API)")
     agent_cmd.add_argument("--kubeconfig", default=None)

@@ -28,6 +28,7 @@ from pitcrew.api.vocabulary import (
 from pitcrew.client.progress import decode
 from pitcrew.controller import metrics
 from pitcrew.controller.store import Store
+from pitcrew.core import job_tracking
 from pitcrew.core.convert import gpu_capacity, gpu_model, job_pod, pod_gpus
 from pitcrew.core.fleet_ledger import FleetLedger, NodeTime
 from pitcrew.core.job_ledger import (
@@ -45,10 +46,13 @@ to a node fault, though it may be back in service by the tick that sees the loss
 
 
 class Accountant:
-    def __init__(self, store: Store, *, now: datetime.datetime) -> None:
+    def __init__(self, store: Store, *, now: datetime.datetime, max_jobs: int = 200) -> None:
         self.store = store
         self.fleet = FleetLedger(last=now)
         self.jobs: dict[str, JobLedger] = {}
+        self.max_jobs = max_jobs
+        self.tracked: frozenset[str] = frozenset()
+        """Jobs with series of their own (:mod:`pitcrew.core.job_tracking`)."""
         self._gauges: set[tuple[str, Phase]] = set()
         self._heartbeats: set[str] = set()
         self.last = now
@@ -135,7 +139,9 @@ class Accountant:
         ]:
             meta = pod.get("metadata") or {}
             job = (meta.get("labels") or {}).get(JOB_LABEL)
-            if job:
+            # Only pods that request GPUs are a training job's: a label on a web pod
+            # (or a tenant's thousand) is no job to account.
+            if job and pod_gpus(pod) > 0:
                 grouped.setdefault(f"{meta.get('namespace', '')}/{job}", []).append((pod, gone))
         return {
             job: self._observe(pods, out, recent)
@@ -180,20 +186,41 @@ class Accountant:
     def _jobs(self, now: datetime.datetime, out: frozenset[str], recent: frozenset[str]) -> None:
         observations = self._observations(out, recent)
         for job in set(self.jobs) - set(observations):  # every pod gone: the job is over
+            self.jobs.pop(job, None)
+        sizes = {
+            job: sum(p.gpus for p in observation.pods if not p.gone)
+            for job, observation in observations.items()
+        }
+        tracked = job_tracking.tracked(self.tracked, sizes, limit=self.max_jobs)
+        for job in self.tracked - tracked:  # over, or displaced into "other"
             self._forget(job)
+        self.tracked = tracked
+        other_gpus = 0
         for job, observation in observations.items():
+            own = job in tracked
+            label = job if own else job_tracking.OTHER
             ledger = self.jobs.setdefault(job, JobLedger(last=self.last))
             tick = ledger.tick(observation, now)
             for category, seconds in tick.seconds.items():
-                metrics.JOB_SECONDS.labels(job, category).inc(seconds)
+                metrics.JOB_SECONDS.labels(label, category).inc(seconds)
             for cause in tick.interruptions:
-                metrics.JOB_INTERRUPTIONS.labels(job, cause).inc()
+                metrics.JOB_INTERRUPTIONS.labels(label, cause).inc()
                 pool = self._pool_of(observation)
                 if pool:
                     metrics.POOL_INTERRUPTIONS.labels(pool, cause).inc()
+            if not own:
+                other_gpus += tick.gpus
+                continue
             metrics.JOB_GPUS.labels(job).set(tick.gpus)
             if tick.mfu is not None:
                 metrics.JOB_MFU.labels(job).set(tick.mfu)
+        folded = len(observations) - len(tracked)
+        metrics.JOBS_FOLDED.set(folded)
+        if folded:
+            metrics.JOB_GPUS.labels(job_tracking.OTHER).set(other_gpus)
+        else:
+            with contextlib.suppress(KeyError):
+                metrics.JOB_GPUS.remove(job_tracking.OTHER)
 
     def _pool_of(self, observation: JobObservation) -> str:
         """The pool most of the job's pods run in (a job rarely spans two)."""
@@ -205,7 +232,7 @@ class Accountant:
         return pools.most_common(1)[0][0] if pools else ""
 
     def _forget(self, job: str) -> None:
-        self.jobs.pop(job, None)
+        """Drop a job's own series (its ledger goes when its pods do)."""
         for category in CATEGORIES:
             with contextlib.suppress(KeyError):
                 metrics.JOB_SECONDS.remove(job, category)

@@ -127,6 +127,10 @@ JOB_MFU = Gauge(
     ["job"],
 )
 JOB_GPUS = Gauge("pitcrew_job_gpus", "GPUs requested by the job's running pods.", ["job"])
+JOBS_FOLDED = Gauge(
+    "pitcrew_jobs_folded",
+    'Training jobs past --max-jobs, counted together as job="other" in the pitcrew_job_* series.',
+)
 
 
 def record_decision(

@@ -46,7 +46,7 @@ def build(api: client.ApiClient, settings: OperatorSettings) -> Shell:
     store = Store()
     cluster = KubeCluster(api)
     events = Recorder(api)
-    accountant = Accountant(store, now=utc_now())
+    accountant = Accountant(store, now=utc_now(), max_jobs=settings.max_jobs)
     pool = ThreadPoolExecutor(max_workers=settings.workers, thread_name_prefix="pitcrew-exec")
     holder: list[RoundLoop] = []
 

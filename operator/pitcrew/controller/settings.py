@@ -55,6 +55,9 @@ class OperatorSettings(BaseModel):
     heartbeat every 5 minutes by default)."""
     accounting_seconds: float = Field(default=5.0, gt=0)
     """How often GPU time and job time are added up from the cache."""
+    max_jobs: int = Field(default=200, ge=1, le=100_000)
+    """Training jobs with ``pitcrew_job_*`` series of their own (the largest by GPUs);
+    the rest are summed as ``job="other"``, so pod labels cannot grow the metrics."""
 
     @property
     def job_pods(self) -> JobPods:

@@ -163,3 +163,38 @@ def test_a_quarantine_shorter_than_a_tick_shows_in_gpu_seconds() -> None:
         "pitcrew_gpu_seconds_total", {"pool": "fleet", "phase": "Quarantined"}
     )
     assert after == pytest.approx(quarantined + 0.3 * 8)
+
+
+def test_ten_thousand_job_labels_leave_the_metrics_bounded() -> None:
+    # Anyone who may create pods can label them with a new job name each.
+    store = Store()
+    store.put("policy", policy_object())
+    store.put("node", node_object("acct-g"))
+    store.put("gpunode", gpunode("acct-g", healthy_status()))
+    big = training_pod("big-0", "acct-g", "big-0", T0)
+    big["metadata"]["labels"] = {JOB_LABEL: "acct-big"}
+    store.put("pod", big)
+    for i in range(10_000):
+        pod = training_pod(f"spam-{i}", "acct-g", f"spam-{i}", T0)
+        pod["metadata"]["labels"] = {JOB_LABEL: f"acct-spam-{i}"}
+        pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "1"
+        store.put("pod", pod)
+    web = training_pod("web-0", "acct-g", "web-0", T0)
+    web["metadata"]["labels"] = {JOB_LABEL: "acct-web"}
+    web["spec"]["containers"][0]["resources"] = {}
+    store.put("pod", web)
+    accountant = Accountant(store, now=T0, max_jobs=20)
+    accountant.tick(T0 + datetime.timedelta(seconds=5))
+    jobs = {
+        sample.labels["job"]
+        for metric in REGISTRY.collect()
+        if metric.name == "pitcrew_job_seconds"
+        for sample in metric.samples
+        if sample.labels["job"].startswith(("train/acct-spam", "train/acct-big", "other"))
+    }
+    assert len(jobs) <= 21
+    assert "train/acct-big" in jobs  # the largest job keeps its name
+    assert "other" in jobs
+    assert REGISTRY.get_sample_value("pitcrew_jobs_folded") == 10_001 - 20
+    assert REGISTRY.get_sample_value("pitcrew_job_gpus", {"job": "other"}) == 10_001 - 20
+    assert job_seconds("train/acct-web", "productive") == 0.0  # requests no GPU: no job
