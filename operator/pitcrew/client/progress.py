@@ -65,11 +65,21 @@ def encode(progress: Progress) -> str:
     return json.dumps(fields, separators=(",", ":"))
 
 
-def decode(text: str | None) -> Progress | None:
-    """The progress an annotation says, or None when it is missing or malformed
-    (a hand-written annotation with a typo must not stop the accounting)."""
-    if not text:
-        return None
+MAX_BYTES = 4096
+"""The longest annotation read: a report is under 300 bytes, and whoever can patch a
+pod must not make the operator parse megabytes every few seconds."""
+
+
+class MalformedProgressError(ValueError):
+    """An annotation that is no progress report; the message says what is wrong."""
+
+
+def parse(text: str) -> Progress:
+    """The progress an annotation says; :class:`MalformedProgressError` if it says none."""
+    if len(text) > MAX_BYTES:
+        raise MalformedProgressError(
+            f"{PROGRESS_ANNOTATION} is {len(text)} bytes, over the {MAX_BYTES} Pitcrew reads"
+        )
     try:
         raw = json.loads(text)
         return Progress(
@@ -81,8 +91,22 @@ def decode(text: str | None) -> Progress | None:
             parameters=_optional(int, raw.get("parameters")),
             tokens_per_step=_optional(int, raw.get("tokensPerStep")),
         )
-    except (ValueError, KeyError, TypeError):
-        logger.warning("ignoring malformed %s annotation: %.200s", PROGRESS_ANNOTATION, text)
+    except KeyError as missing:
+        raise MalformedProgressError(f"{PROGRESS_ANNOTATION} has no {missing}") from None
+    except (ValueError, TypeError) as error:
+        raise MalformedProgressError(
+            f"{PROGRESS_ANNOTATION} is not a progress report ({error}): {text:.200}"
+        ) from None
+
+
+def decode(text: str | None) -> Progress | None:
+    """The progress an annotation says, or None when it is missing or malformed
+    (a hand-written annotation with a typo must not stop the accounting)."""
+    if not text:
+        return None
+    try:
+        return parse(text)
+    except MalformedProgressError:
         return None
 
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import logging
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from pitcrew.api.gpunode import Phase
 from pitcrew.api.meta import Duration
@@ -25,7 +26,7 @@ from pitcrew.api.vocabulary import (
     OUT_OF_SERVICE,
     PROGRESS_ANNOTATION,
 )
-from pitcrew.client.progress import decode
+from pitcrew.client.progress import MalformedProgressError, parse
 from pitcrew.controller import metrics
 from pitcrew.controller.store import Store
 from pitcrew.core import job_tracking
@@ -40,14 +41,32 @@ from pitcrew.core.job_ledger import (
     Progress,
 )
 
+logger = logging.getLogger(__name__)
 RECENTLY_OUT = datetime.timedelta(minutes=10)
 """A node taken out of service within this long still marks its jobs' lost pods as lost
 to a node fault, though it may be back in service by the tick that sees the loss."""
 
 
+class Flag(Protocol):
+    """Where a pod's unreadable annotation is reported (an Event on the pod)."""
+
+    def __call__(self, pod: dict[str, Any], *, reason: str, message: str) -> None: ...
+
+
 class Accountant:
-    def __init__(self, store: Store, *, now: datetime.datetime, max_jobs: int = 200) -> None:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        now: datetime.datetime,
+        max_jobs: int = 200,
+        flag: Flag | None = None,
+    ) -> None:
         self.store = store
+        self.flag = flag
+        self.flagged: set[tuple[str, int]] = set()
+        """(pod UID, hash of the value) already reported: one Event per bad value, not
+        one every tick."""
         self.fleet = FleetLedger(last=now)
         self.jobs: dict[str, JobLedger] = {}
         self.max_jobs = max_jobs
@@ -162,7 +181,7 @@ class Accountant:
             peak = model.peak_bf16_tflops * 1e12 if model else None
             members.append(job_pod(pod, gpus=pod_gpus(pod), peak=peak, gone=gone))
             # Every report, also from a pod already gone (rank 0's last words).
-            report = decode((meta.get("annotations") or {}).get(PROGRESS_ANNOTATION))
+            report = self._progress(pod)
             if report is not None:
                 reports.append(report)
             declared = (meta.get("labels") or {}).get(JOB_SIZE_LABEL)
@@ -183,10 +202,30 @@ class Accountant:
             finished=finished,
         )
 
+    def _progress(self, pod: dict[str, Any]) -> Progress | None:
+        """Rank 0's report, or None; a malformed one is ignored and flagged once."""
+        meta = pod.get("metadata") or {}
+        text = (meta.get("annotations") or {}).get(PROGRESS_ANNOTATION)
+        if not text:
+            return None
+        try:
+            return parse(str(text))
+        except MalformedProgressError as error:
+            key = (str(meta.get("uid", "")), hash(text))
+            if key not in self.flagged:
+                self.flagged.add(key)
+                logger.warning("pod %s/%s: %s", meta.get("namespace"), meta.get("name"), error)
+                if self.flag is not None:
+                    self.flag(pod, reason="MalformedProgress", message=f"ignored: {error}")
+            return None
+
     def _jobs(self, now: datetime.datetime, out: frozenset[str], recent: frozenset[str]) -> None:
         observations = self._observations(out, recent)
         for job in set(self.jobs) - set(observations):  # every pod gone: the job is over
             self.jobs.pop(job, None)
+        if self.flagged:
+            live = {str((p.get("metadata") or {}).get("uid", "")) for p in self.store.pods.values()}
+            self.flagged = {key for key in self.flagged if key[0] in live}
         sizes = {
             job: sum(p.gpus for p in observation.pods if not p.gone)
             for job, observation in observations.items()

@@ -35,7 +35,7 @@ from pitcrew.controller.settings import OperatorSettings
 from pitcrew.controller.store import Store
 from pitcrew.kube.client import api_client, use_as_default
 from pitcrew.kube.cluster import KubeCluster
-from pitcrew.kube.events import Recorder
+from pitcrew.kube.events import Recorder, pod_ref
 from pitcrew.remediators.registry import remediators
 
 logger = logging.getLogger(__name__)
@@ -46,7 +46,13 @@ def build(api: client.ApiClient, settings: OperatorSettings) -> Shell:
     store = Store()
     cluster = KubeCluster(api)
     events = Recorder(api)
-    accountant = Accountant(store, now=utc_now(), max_jobs=settings.max_jobs)
+
+    def flag(pod: dict[str, Any], *, reason: str, message: str) -> None:
+        meta = pod.get("metadata") or {}
+        ref = pod_ref(meta.get("namespace", ""), meta.get("name", ""), meta.get("uid", ""))
+        events.emit(ref, reason=reason, message=message, warning=True)
+
+    accountant = Accountant(store, now=utc_now(), max_jobs=settings.max_jobs, flag=flag)
     pool = ThreadPoolExecutor(max_workers=settings.workers, thread_name_prefix="pitcrew-exec")
     holder: list[RoundLoop] = []
 

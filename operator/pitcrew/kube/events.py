@@ -40,10 +40,21 @@ class Ref:
     name: str
     api_version: str = "v1"
     uid: str = ""
+    namespace: str | None = None
+    """The object's namespace; None for a cluster-scoped one, whose Events go to
+    ``default``."""
+
+    @property
+    def event_namespace(self) -> str:
+        return self.namespace or NAMESPACE
 
 
 def node_ref(name: str, uid: str = "") -> Ref:
     return Ref("Node", name, "v1", uid)
+
+
+def pod_ref(namespace: str, name: str, uid: str = "") -> Ref:
+    return Ref("Pod", name, "v1", uid, namespace)
 
 
 def gpunode_ref(name: str, uid: str = "") -> Ref:
@@ -81,16 +92,19 @@ class Recorder:
             if recent and now - recent[2] < AGGREGATE_WINDOW:
                 name, count, first = recent
                 self.core.patch_namespaced_event(
-                    name, NAMESPACE, {"count": count + 1, "lastTimestamp": now.isoformat()}
+                    name,
+                    ref.event_namespace,
+                    {"count": count + 1, "lastTimestamp": now.isoformat()},
                 )
                 self._recent[key] = (name, count + 1, first)
                 return
             name = f"{ref.name}.{uuid.uuid4().hex[:12]}"
             body: Any = {
-                "metadata": {"name": name, "namespace": NAMESPACE},
+                "metadata": {"name": name, "namespace": ref.event_namespace},
                 "involvedObject": {
                     "kind": ref.kind,
                     "name": ref.name,
+                    "namespace": ref.namespace,
                     "apiVersion": ref.api_version,
                     "uid": ref.uid or None,
                 },
@@ -103,7 +117,7 @@ class Recorder:
                 "lastTimestamp": now.isoformat(),
                 "count": 1,
             }
-            self.core.create_namespaced_event(NAMESPACE, body)
+            self.core.create_namespaced_event(ref.event_namespace, body)
             self._recent[key] = (name, 1, now)
         except client.ApiException as error:
             logger.warning(

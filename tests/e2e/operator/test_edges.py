@@ -163,3 +163,34 @@ def test_simulated_agents_report_with_the_agent_accounts_pod_bound_tokens(
     assert set(on) == set(fleet.nodes)
     assert all(p.spec.service_account_name == "pitcrew-agent" for p in on.values())
     assert "--agent-account" in " ".join(pitcrew.running["sim-agents"].args)
+
+
+def test_a_malformed_progress_annotation_gets_one_event_and_the_node_stays_healthy(
+    fleet_factory: type[Fleet], workload_namespace: str
+) -> None:
+    # Whoever can patch a training pod can write anything into its progress annotation.
+    fleet = fleet_factory(size=2)
+    fleet.policy()
+    node = fleet.nodes[0]
+    fleet.wait_phase(node, "Healthy")
+    fleet.pod(
+        workload_namespace,
+        "trainer-bad",
+        node,
+        labels={"pitcrew.dev/job": "bad-progress"},
+        annotations={"pitcrew.dev/progress": "{" * 10_000},
+    )
+
+    def flagged() -> list[client.CoreV1Event]:
+        return [
+            e
+            for e in fleet.core.list_namespaced_event(workload_namespace).items
+            if e.involved_object.name == "trainer-bad" and e.reason == "MalformedProgress"
+        ]
+
+    events = eventually(flagged, timeout=30, what="a MalformedProgress Event on the pod")
+    assert "over the 4096 Pitcrew reads" in events[0].message
+    time.sleep(12)  # two more accounting ticks: the same value is not flagged again
+    assert [e.count for e in flagged()] == [1]
+    assert fleet.phase(node) == "Healthy"
+    assert fleet.pod_running(workload_namespace, "trainer-bad")

@@ -12,7 +12,7 @@ from shell_fakes import gpunode, healthy_status, node_object, policy_object, ver
 
 from pitcrew.api.gpunode import Phase, Transition
 from pitcrew.api.meta import Duration
-from pitcrew.api.vocabulary import JOB_LABEL, JOB_SIZE_LABEL
+from pitcrew.api.vocabulary import JOB_LABEL, JOB_SIZE_LABEL, PROGRESS_ANNOTATION
 from pitcrew.controller.accountant import Accountant
 from pitcrew.controller.store import Store
 
@@ -198,3 +198,30 @@ def test_ten_thousand_job_labels_leave_the_metrics_bounded() -> None:
     assert REGISTRY.get_sample_value("pitcrew_jobs_folded") == 10_001 - 20
     assert REGISTRY.get_sample_value("pitcrew_job_gpus", {"job": "other"}) == 10_001 - 20
     assert job_seconds("train/acct-web", "productive") == 0.0  # requests no GPU: no job
+
+
+def test_a_malformed_progress_annotation_is_ignored_and_flagged_once_per_value() -> None:
+    store = Store()
+    store.put("policy", policy_object())
+    store.put("node", node_object("acct-h"))
+    store.put("gpunode", gpunode("acct-h", healthy_status()))
+    flagged: list[tuple[str, str]] = []
+    accountant = Accountant(
+        store,
+        now=T0,
+        flag=lambda pod, *, reason, message: flagged.append((pod["metadata"]["name"], reason)),
+    )
+    pod = training_pod("bad-0", "acct-h", "bad-0", T0)
+    pod["metadata"]["labels"] = {JOB_LABEL: "acct-bad", JOB_SIZE_LABEL: "1"}
+    pod["metadata"]["annotations"] = {PROGRESS_ANNOTATION: "{" * 10_000}
+    store.put("pod", pod)
+    for second in (5, 10, 15):
+        accountant.tick(T0 + datetime.timedelta(seconds=second))
+    assert flagged == [("bad-0", "MalformedProgress")]
+    pod = {**pod, "metadata": {**pod["metadata"], "resourceVersion": version()}}
+    pod["metadata"]["annotations"] = {PROGRESS_ANNOTATION: '{"step": "x"}'}
+    store.put("pod", pod)
+    accountant.tick(T0 + datetime.timedelta(seconds=20))
+    assert len(flagged) == 2
+    # The job is still accounted, as one that reports no progress.
+    assert job_seconds("train/acct-bad", "productive") > 0

@@ -5,8 +5,16 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+import pytest
+
 from pitcrew.api.vocabulary import PROGRESS_ANNOTATION
-from pitcrew.client.progress import ProgressReporter, decode, encode
+from pitcrew.client.progress import (
+    MalformedProgressError,
+    ProgressReporter,
+    decode,
+    encode,
+    parse,
+)
 from pitcrew.core.job_ledger import Progress
 
 T0 = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)
@@ -62,3 +70,12 @@ def test_a_failed_write_never_raises_into_the_training_loop() -> None:
     reporter = ProgressReporter(pod="p", namespace="ns", api=Pods(fail=True), clock=lambda: T0)
     assert not reporter.step(1)
     assert not reporter.checkpoint(1)
+
+
+def test_an_oversized_or_broken_annotation_says_what_is_wrong() -> None:
+    with pytest.raises(MalformedProgressError, match="is 5000 bytes, over the 4096"):
+        parse("x" * 5000)
+    with pytest.raises(MalformedProgressError, match="has no 'step'"):
+        parse('{"time": "2026-12-01T12:00:00Z"}')
+    with pytest.raises(MalformedProgressError, match="is not a progress report"):
+        parse("{not json")
