@@ -68,6 +68,13 @@ def _devcluster_down(args: argparse.Namespace) -> int:
     return 0
 
 
+def _devcluster_kubeconfig(args: argparse.Namespace) -> int:
+    from pitcrew.sim import devcluster  # noqa: PLC0415
+
+    print(devcluster.node_kubeconfig(directory=args.dir, node=args.node, out=args.out))
+    return 0
+
+
 def _devcluster_status(args: argparse.Namespace) -> int:
     from pitcrew.sim import devcluster  # noqa: PLC0415
 
@@ -261,7 +268,13 @@ def _add_devcluster(commands: Commands) -> None:
     down.set_defaults(handler=_devcluster_down)
     state = cluster_commands.add_parser("status", help="which components are running")
     state.set_defaults(handler=_devcluster_status)
-    for sub in (up, down, state):
+    node = cluster_commands.add_parser(
+        "kubeconfig", help="a kubeconfig with a node's kubelet identity (system:node:NAME)"
+    )
+    node.add_argument("--node", required=True)
+    node.add_argument("--out", type=Path, default=None, help="default: DIR/node-NAME.kubeconfig")
+    node.set_defaults(handler=_devcluster_kubeconfig)
+    for sub in (up, down, state, node):
         sub.add_argument("--dir", type=Path, default=DEFAULT_DIR)
 
 

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from kubernetes import client
+
+from pitcrew.kube.client import api_client
+from pitcrew.sim import devcluster
+from pitcrew.sim.devcluster.nodes import node_name
 
 GPU_LABEL = "nvidia.com/gpu.present"
 
@@ -158,3 +163,22 @@ def test_kwok_keeps_conditions_it_does_not_own(core: client.CoreV1Api) -> None:
         assert conditions["GPUHealthy"].reason == "XidFatal"
     finally:
         core.delete_node(name)
+
+
+def test_a_node_identity_may_change_its_own_node_only(
+    kubeconfig: str, core: client.CoreV1Api
+) -> None:
+    # As strict as kubeadm (Node authorizer, NodeRestriction): root on node 0 holds
+    # its kubelet's identity, and it reaches no further than that node.
+    own, other = node_name(0), node_name(1)
+    path = devcluster.node_kubeconfig(directory=Path(kubeconfig).parent, node=own)
+    kubelet = client.CoreV1Api(api_client(str(path)))
+    kubelet.patch_node(own, {"metadata": {"annotations": {"example.com/own": "yes"}}})
+    assert core.read_node(own).metadata.annotations["example.com/own"] == "yes"
+    with pytest.raises(client.ApiException) as refused:
+        kubelet.patch_node(other, {"metadata": {"annotations": {"example.com/own": "no"}}})
+    assert refused.value.status == 403
+    with pytest.raises(client.ApiException) as refused:
+        kubelet.patch_node(own, {"metadata": {"labels": {"node-restriction.kubernetes.io/x": "1"}}})
+    assert refused.value.status == 403
+    core.patch_node(own, {"metadata": {"annotations": {"example.com/own": None}}})

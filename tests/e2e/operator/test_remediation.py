@@ -19,6 +19,8 @@ import pytest
 from fleet import NAMESPACE, Fleet, eventually
 from kubernetes import client
 
+from pitcrew.kube.client import api_client
+from pitcrew.sim import devcluster
 from pitcrew.sim.devcluster.cluster import free_port
 
 FATAL_XID = [{"type": "xid", "gpu": 4, "code": 79}]
@@ -150,10 +152,11 @@ class Recorder(http.server.BaseHTTPRequestHandler):
 
 
 def test_a_rogue_bmc_annotation_gets_no_request_and_the_event_says_why(
-    fleet_factory: type[Fleet], core: client.CoreV1Api
+    fleet_factory: type[Fleet], core: client.CoreV1Api, kubeconfig: str
 ) -> None:
-    # Root on the node annotates its own Node with a server it owns: a reboot must
-    # send neither a request nor the fleet's BMC credentials there.
+    # Root on the node uses its kubelet's identity to annotate its own Node with a
+    # server it owns: a reboot must send neither a request nor the fleet's BMC
+    # credentials there.
     Recorder.seen = []
     rogue = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
     threading.Thread(target=rogue.serve_forever, daemon=True).start()
@@ -161,8 +164,11 @@ def test_a_rogue_bmc_annotation_gets_no_request_and_the_event_says_why(
     fleet = fleet_factory(size=2)
     node = fleet.nodes[0]
     _secret(core, "bmc-credentials", CREDENTIALS)
+    kubelet = client.CoreV1Api(
+        api_client(str(devcluster.node_kubeconfig(directory=Path(kubeconfig).parent, node=node)))
+    )
     try:
-        fleet.core.patch_node(
+        kubelet.patch_node(
             node,
             {
                 "metadata": {

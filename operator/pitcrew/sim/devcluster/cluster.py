@@ -346,6 +346,9 @@ def _start_components(
             "--service-account-issuer=https://kubernetes.default.svc",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
             "--authorization-mode=Node,RBAC",
+            # As strict as kubeadm: a kubelet may change only its own Node and the pods
+            # bound to it (tests act as a compromised node with `devcluster kubeconfig`).
+            "--enable-admission-plugins=NodeRestriction",
             # The kubernetes Service cannot point at a loopback address; nothing in a
             # devcluster needs it to, so no endpoint reconciler runs.
             "--endpoint-reconciler-type=none",
@@ -451,6 +454,24 @@ def down(*, directory: Path, log: Callable[[str], None] = print) -> bool:
         log(f"stopped {process.name} (pid {process.pid})")
     shutil.rmtree(directory, ignore_errors=True)
     return True
+
+
+def node_kubeconfig(*, directory: Path, node: str, out: Path | None = None) -> Path:
+    """A kubeconfig with ``node``'s kubelet identity (``system:node:NAME`` in
+    ``system:nodes``), signed by the devcluster CA: what root on that node would find.
+    The Node authorizer and NodeRestriction judge it as they judge a real kubelet."""
+    directory = directory.resolve()
+    state = ClusterState.load(directory)
+    if state is None:
+        raise DevclusterError(f"no devcluster in {directory}: run `pitcrew devcluster up` first")
+    credentials = pki.Pki(directory / "pki")
+    stem = f"node-{node}"
+    pki.issue_client(
+        credentials, stem, common_name=f"system:node:{node}", organisation="system:nodes"
+    )
+    path = out or directory / f"{stem}.kubeconfig"
+    write_kubeconfig(path, server=state.server, pki_=credentials, user=stem)
+    return path
 
 
 def status(*, directory: Path) -> dict[str, Any]:

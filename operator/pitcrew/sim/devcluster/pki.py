@@ -45,6 +45,10 @@ class Pki:
         return self.dir / "ca.crt"
 
     @property
+    def ca_key(self) -> Path:
+        return self.dir / "ca.key"
+
+    @property
     def serving_cert(self) -> Path:
         return self.dir / "apiserver.crt"
 
@@ -131,6 +135,7 @@ def create(directory: Path) -> Pki:
         .sign(ca_key, hashes.SHA256())
     )
     _write(pki.ca_cert, ca_cert.public_bytes(serialization.Encoding.PEM))
+    _write(pki.ca_key, _pem_key(ca_key), private=True)
 
     serving_key = ec.generate_private_key(ec.SECP256R1())
     serving = (
@@ -156,18 +161,7 @@ def create(directory: Path) -> Pki:
     _write(pki.serving_key, _pem_key(serving_key), private=True)
 
     for stem, (common_name, organisation) in CLIENTS.items():
-        client_key = ec.generate_private_key(ec.SECP256R1())
-        client = (
-            _builder(
-                subject=_name(common_name, organisation),
-                issuer=ca_name,
-                public_key=client_key.public_key(),
-            )
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-            .sign(ca_key, hashes.SHA256())
-        )
-        _write(pki.client_cert(stem), client.public_bytes(serialization.Encoding.PEM))
-        _write(pki.client_key(stem), _pem_key(client_key), private=True)
+        issue_client(pki, stem, common_name=common_name, organisation=organisation)
 
     sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     _write(pki.sa_key, _pem_key(sa_key), private=True)
@@ -178,3 +172,23 @@ def create(directory: Path) -> Pki:
         ),
     )
     return pki
+
+
+def issue_client(pki: Pki, stem: str, *, common_name: str, organisation: str | None) -> None:
+    """A client certificate from the devcluster CA: the apiserver takes its CN as the
+    user and its O as the group, as a kubeadm cluster's kubelets and admins get."""
+    ca_key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), password=None)
+    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+    ca_name = x509.load_pem_x509_certificate(pki.ca_cert.read_bytes()).subject
+    client_key = ec.generate_private_key(ec.SECP256R1())
+    client = (
+        _builder(
+            subject=_name(common_name, organisation),
+            issuer=ca_name,
+            public_key=client_key.public_key(),
+        )
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    _write(pki.client_cert(stem), client.public_bytes(serialization.Encoding.PEM))
+    _write(pki.client_key(stem), _pem_key(client_key), private=True)
