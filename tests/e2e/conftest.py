@@ -1,9 +1,17 @@
-"""A real kube-apiserver for the end-to-end tests.
+"""A real kube-apiserver for the end-to-end tests, and Pitcrew running on it.
 
 One devcluster per test session (startup takes seconds once built); set
 ``PITCREW_TEST_KUBECONFIG`` to run the suite against a cluster you already
 have instead. Tests create what they need with unique names and clean up, so
 they can share the cluster.
+
+The operator and the simulated agents run as separate processes, brought up
+by :class:`pitcrew.sim.stack.SimStack` as the demo and the benchmarks bring
+them up: the operator runs out-of-cluster with the token of the
+``pitcrew-operator`` service account and exactly the RBAC the chart ships
+(:mod:`pitcrew.deploy.rbac`), not cluster-admin. The simulated agents run with
+the admin credentials of the devcluster (they stand in for kubelets and GPUs,
+not for Pitcrew). The operator and chaos tests share them.
 """
 
 from __future__ import annotations
@@ -14,11 +22,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fleet import NAMESPACE, Fleet
 from kubernetes import client, config
 
 from gpuhealth.models import get_model
 from pitcrew.kube import crds as crds_module
 from pitcrew.sim import devcluster
+from pitcrew.sim.stack import SimStack
 
 E2E_NODES = 4
 
@@ -71,3 +81,37 @@ def crds(api_client: client.ApiClient) -> list[str]:
 @pytest.fixture(scope="session")
 def custom(api_client: client.ApiClient, crds: list[str]) -> client.CustomObjectsApi:
     return client.CustomObjectsApi(api_client)
+
+
+@pytest.fixture(scope="session")
+def pitcrew(kubeconfig: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimStack]:
+    stack = SimStack(
+        directory=tmp_path_factory.mktemp("pitcrew"), kubeconfig=kubeconfig, namespace=NAMESPACE
+    )
+    stack.install()
+    stack.start_sim_agents(interval="2s", heartbeat="30s")
+    stack.start_operator("operator-a")
+    yield stack
+    stack.stop_all()
+
+
+@pytest.fixture
+def fleet_factory(api_client: client.ApiClient, pitcrew: SimStack) -> Iterator[type[Fleet]]:
+    fleets: list[Fleet] = []
+
+    class Tracked(Fleet):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            super().__init__(api_client, *args, **kwargs)  # type: ignore[arg-type]
+            fleets.append(self)
+
+    yield Tracked
+    for fleet in fleets:
+        fleet.cleanup()
+
+
+@pytest.fixture
+def workload_namespace(core: client.CoreV1Api) -> Iterator[str]:
+    name = f"train-{uuid.uuid4().hex[:6]}"
+    core.create_namespace({"metadata": {"name": name}})
+    yield name
+    core.delete_namespace(name)
