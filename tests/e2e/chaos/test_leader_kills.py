@@ -22,7 +22,6 @@ import threading
 import time
 
 import pytest
-
 from fleet import NAMESPACE, Fleet, eventually
 from kubernetes import client
 
