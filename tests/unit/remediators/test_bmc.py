@@ -11,9 +11,10 @@ import json
 from typing import Any
 
 import pytest
+from remediation_requests import reboot_request
 
 from pitcrew.api.policy import GPUHealthPolicySpec
-from pitcrew.remediators import RemediationError, RemediationRequest, bmc
+from pitcrew.remediators import RemediationError, bmc
 
 ROGUE = "https://203.0.113.9:8443"
 INVENTORY = {"endpoint": "https://10.20.0.7", "system": "/redfish/v1/Systems/1"}
@@ -25,24 +26,6 @@ def policy(**redfish: Any) -> GPUHealthPolicySpec:
             "nodeSelector": {"matchLabels": {"a": "b"}},
             "remediation": {"redfish": {"credentialsSecret": {"name": "creds"}, **redfish}},
         }
-    )
-
-
-def request(
-    spec: GPUHealthPolicySpec, annotations: dict[str, str], node: str
-) -> RemediationRequest:
-    return RemediationRequest(
-        node=node,
-        node_object={"metadata": {"annotations": annotations}},
-        action="reboot",
-        key="k",
-        attempt=1,
-        fault_class="fatal",
-        reason="Xid",
-        message="",
-        gpus=(),
-        timeout_seconds=600,
-        policy=spec,
     )
 
 
@@ -70,7 +53,8 @@ def secrets(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def resolve(spec: GPUHealthPolicySpec, annotations: dict[str, str], node: str = "gpu-7") -> bmc.Bmc:
-    return bmc.resolve(None, request(spec, annotations, node), namespace="ns")  # type: ignore[arg-type]
+    request = reboot_request(spec, node=node, annotations=annotations)
+    return bmc.resolve(None, request, namespace="ns")  # type: ignore[arg-type]
 
 
 def test_the_inventory_wins_over_what_the_node_says() -> None:

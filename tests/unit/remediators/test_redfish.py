@@ -6,9 +6,10 @@ from typing import Any
 
 import pytest
 import sushy
+from remediation_requests import reboot_request
 
 from pitcrew.api.policy import GPUHealthPolicySpec
-from pitcrew.remediators import RemediationError, RemediationRequest, bmc
+from pitcrew.remediators import RemediationError, bmc
 from pitcrew.remediators.redfish import RedfishReboot
 
 SPEC = GPUHealthPolicySpec.model_validate(
@@ -46,26 +47,7 @@ def reboot(monkeypatch: pytest.MonkeyPatch, allowed: list[str]) -> tuple[System,
             "https://10.0.0.1", "/redfish/v1/Systems/1", "u", "p", "inventory"
         ),
     )
-    request = RemediationRequest(
-        node="n0",
-        node_object={
-            "metadata": {
-                "annotations": {
-                    "pitcrew.dev/bmc-endpoint": "https://10.0.0.1",
-                    "pitcrew.dev/bmc-system": "/redfish/v1/Systems/1",
-                }
-            }
-        },
-        action="reboot",
-        key="k",
-        attempt=1,
-        fault_class="fatal",
-        reason="Xid",
-        message="",
-        gpus=(),
-        timeout_seconds=600,
-        policy=SPEC,
-    )
+    request = reboot_request(SPEC)
     return system, RedfishReboot(api=None, namespace="ns").start(request)  # type: ignore[arg-type]
 
 
