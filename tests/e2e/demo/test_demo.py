@@ -37,17 +37,12 @@ def test_a_short_demo_takes_faulty_nodes_out_and_cleans_up(tmp_path: Path) -> No
     # and the time wasted is the steps lost, within a second's steps per loss: the API
     # stamps a pod's stop in whole seconds, and the demo's compressed steps are 0.5 s
     # (tests/e2e/operator/test_job_accounting.py holds the ledger to one step at
-    # steps longer than that second). The ledger may count more interruptions than the
-    # job's restarts, never fewer: a pod lost after every pod ran again, before the job
-    # trained (a crash during the restart), is one to the ledger, which reads the pods'
-    # start times, while the demo's job, which looks every 0.1 s, may not have seen
-    # all its pods run; such a loss wastes no steps.
-    own = next(line for line in summary.splitlines() if "job: restarts" in line)
-    restarts, lost = (float(x) for x in own.split("│")[2].split("/"))
-    ledger = next(line for line in summary.splitlines() if "ledger: interruptions" in line)
-    interruptions = int(ledger.split("│")[2].split("/")[0])
-    ledger_steps = float(ledger.split("=")[1].split("steps")[0])
-    assert restarts <= interruptions, summary
+    # steps longer than that second). The counts may differ by one: two losses within
+    # about a second (six faults in 40 s here) are one to whichever side did not see
+    # every pod run in between: the job looks every 0.1 s, the ledger reads pod times
+    # stamped in whole seconds. Such a merged loss wastes no extra steps, which the
+    # step check below holds.
+    assert abs(interruptions - restarts) <= 1, summary
     assert abs(ledger_steps - lost) <= max(1.0, restarts * STEPS_PER_SECOND), summary
     assert (directory / "cluster" / "state.json").exists() is False
     assert devcluster.status(directory=directory / "cluster")["running"] is False
