@@ -39,10 +39,12 @@ def test_fatal_xid_quarantines_drains_repairs_and_revalidates(
         .list_namespaced_job("pitcrew-system", label_selector=f"pitcrew.dev/node={node}")
         .items
     )
-    assert sorted(j.metadata.labels.get("pitcrew.dev/remediation", "probe") for j in jobs) == [
-        "probe",
-        "reset-gpu",
-    ]
+    kinds = [j.metadata.labels.get("pitcrew.dev/remediation", "probe") for j in jobs]
+    # One reset; one validation probe, or up to three when the noisy simulated NVML
+    # failed a read and the probe could not run (ProbeIncomplete starts the next).
+    assert kinds.count("reset-gpu") == 1
+    assert 1 <= kinds.count("probe") <= 3
+    assert len(kinds) == kinds.count("reset-gpu") + kinds.count("probe")
     fleet.wait_events(
         node,
         "Xid",
