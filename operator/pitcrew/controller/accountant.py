@@ -243,6 +243,12 @@ class Accountant:
             for category, seconds in tick.seconds.items():
                 metrics.JOB_SECONDS.labels(label, category).inc(seconds)
             for cause in tick.interruptions:
+                logger.info(
+                    "job %s interrupted (%s); this tick: %s",
+                    job,
+                    cause,
+                    ", ".join(f"{k} {v:.2f}s" for k, v in sorted(tick.seconds.items())),
+                )
                 metrics.JOB_INTERRUPTIONS.labels(label, cause).inc()
                 pool = self._pool_of(observation)
                 if pool:

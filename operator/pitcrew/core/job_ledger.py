@@ -50,6 +50,11 @@ CATEGORIES = (PRODUCTIVE, WASTED, RECOVERY, WAITING)
 SLACK = datetime.timedelta(seconds=1)
 """Pod times are whole seconds: a report up to this much after a pod's stop may be
 from before it."""
+SECOND_END = SLACK / 2
+"""A pod's stop is placed mid-second (the second its whole-second stamp names); for
+ordering it against reports it goes at that second's end. A report in the same second
+that shows progress was written before the loss: a job makes none after losing a
+pod until it has restarted, which takes longer than a second."""
 
 
 class Cause(StrEnum):
@@ -220,9 +225,10 @@ class JobLedger:
             before = self.pods.get(pod.key)
             if not pod.running and pod.stopped_at is not None:
                 if self.used.get(pod.key) != pod.stopped_at:
-                    events.append((min(pod.stopped_at, now), 1, pod))
+                    events.append((min(pod.stopped_at + SECOND_END, now), 1, pod))
             elif before is not None and pod.restarts > before.restarts:
-                events.append((min(pod.stopped_at or now, now), 1, pod))
+                stopped = pod.stopped_at + SECOND_END if pod.stopped_at else now
+                events.append((min(stopped, now), 1, pod))
         events.sort(key=lambda e: (e[0], e[1]))
         return events
 
@@ -255,7 +261,7 @@ class JobLedger:
         at = min(pod.stopped_at or now, now)
         if pod.stopped_at is not None:
             self.used[pod.key] = pod.stopped_at
-        if self.state is State.RUNNING and at >= (self.since or at):
+        if self.state is State.RUNNING and at + SECOND_END >= (self.since or at):
             self._interrupt(at, _cause({pod.node}, observation), observation, out)
         elif self.state is not State.RUNNING and self._was_whole(pod, observation):
             self._lost_again(at, _cause({pod.node}, observation), out)

@@ -400,3 +400,32 @@ def test_a_checkpoint_in_the_same_second_as_the_loss_counts_before_it() -> None:
     assert causes == [Cause.NODE_FAULT]
     assert found.get(WASTED, 0.0) == 0.0
     assert found[PRODUCTIVE] == pytest.approx(10.8)
+
+
+def test_progress_in_the_same_second_as_a_second_loss_was_made_before_it() -> None:
+    """After a first loss the job runs again from 13.5 s and reports step 22 at 17.6 s;
+    its next loss reads 17.5 s (a whole second, placed mid-second), yet the report was
+    before it (no progress follows a loss that soon). The restart was resumed, so the
+    second loss wastes the running time since it, not recovery."""
+    a, b = pod("r0", "node-a", started=0), pod("r1", "node-b", started=0)
+    evicted = pod("r1", "node-b", running=False, stopped=12.0, gone=True)
+    again = pod("r1", "node-c", uid="uid-r1-c", started=13.5)
+    lost_again = pod("r1", "node-c", uid="uid-r1-c", running=False, started=13.5, stopped=17.5)
+    script = [
+        (5, JobObservation((a, b), report(10, 5))),
+        (10, JobObservation((a, b), report(20, 10, checkpoint=(20, 10)))),
+        (14, JobObservation((a, evicted, again), out_of_service=frozenset({"node-b"}))),
+        (
+            19,
+            JobObservation(
+                (a, lost_again),
+                report(22, 17.6, checkpoint=(20, 10)),
+                out_of_service=frozenset({"node-c"}),
+            ),
+        ),
+    ]
+    found, causes = run(script)
+    assert causes == [Cause.NODE_FAULT, Cause.NODE_FAULT]
+    resumed = 17.6 - 2 * STEP
+    assert found[WASTED] == pytest.approx((12.0 - 10.0) + (17.5 - resumed))
+    assert found[RECOVERY] == pytest.approx((resumed - 12.0) + (19 - 17.5))
