@@ -159,7 +159,18 @@ def run_probes(
         for name, (method, unit, action) in PER_GPU.items()
         if name in wanted
     ]
-    if "nccl-allreduce" in wanted:
+    if "nccl-allreduce" in wanted and len(gpus) < 2:
+        # busbw is algbw x 2(n-1)/n: with one GPU nothing crosses a link, and the
+        # floor (a whole board's) would fail a healthy single-GPU machine.
+        results.append(
+            CheckResult(
+                name="nccl-allreduce",
+                status=CheckStatus.SKIPPED,
+                unit="GB/s",
+                message="one GPU: an all-reduce moves nothing between GPUs",
+            )
+        )
+    elif "nccl-allreduce" in wanted:
         results.append(
             run_measurement(
                 "nccl-allreduce",

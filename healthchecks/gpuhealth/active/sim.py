@@ -65,6 +65,8 @@ class SimProbes:
             ),
             default=0,
         )
+        if self.backend.gpu_count < 2:
+            return 0.0  # busbw's 2(n-1)/n: nothing crosses a link, as on real hardware
         return healthy / slow * (links - down) / links
 
     def internode_busbw_gbps(self, nics: int) -> float:

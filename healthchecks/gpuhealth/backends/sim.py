@@ -179,7 +179,7 @@ class SimBackend:
             pcie_replay=int(replays),
             nvlinks=tuple(
                 NvLinkSample(link=link, active=link not in down, crc_errors=int(crc.get(link, 0)))
-                for link in range(model.nvlink_links)
+                for link in range(model.nvlink_links if self.gpu_count > 1 else 0)
             ),
             fabric_state=self._fabric_state(),
             fabric_error=next(
@@ -193,7 +193,10 @@ class SimBackend:
         return sample if noise.failed_field is None else _failed(sample, noise.failed_field)
 
     def _fabric_state(self) -> str | None:
-        if not self.model.nvlink_fabric:
+        """An NVSwitch board's fabric registration. A lone GPU (one SXM part passed
+        through to a VM) reports neither NVLinks nor a fabric, as NVML did on a
+        single-H200 machine."""
+        if not self.model.nvlink_fabric or self.gpu_count < 2:
             return None
         return "not-started" if self._of(f.FabricManagerDown) else "completed"
 

@@ -13,7 +13,12 @@ from __future__ import annotations
 from gpuhealth.checks.context import CheckContext, result, unread
 from gpuhealth.report import CheckResult, CheckStatus, FaultClass, RecommendedAction
 
-PASS, WARN, FAIL = CheckStatus.PASS, CheckStatus.WARN, CheckStatus.FAIL
+PASS, WARN, FAIL, SKIPPED = (
+    CheckStatus.PASS,
+    CheckStatus.WARN,
+    CheckStatus.FAIL,
+    CheckStatus.SKIPPED,
+)
 
 
 def check_pcie(ctx: CheckContext) -> list[CheckResult]:
@@ -27,9 +32,7 @@ def check_pcie(ctx: CheckContext) -> list[CheckResult]:
         gen, width = gpu.pcie_gen, gpu.pcie_width
         max_gen, max_width = gpu.pcie_max_gen, gpu.pcie_max_width
         if gen is None or width is None or max_gen is None or max_width is None:
-            results.append(
-                result("pcie", CheckStatus.SKIPPED, gpu=index, message="PCIe link not reported")
-            )
+            results.append(result("pcie", SKIPPED, gpu=index, message="PCIe link not reported"))
             continue
         link = f"gen{gen} x{width} (max gen{max_gen} x{max_width})"
         findings = []
@@ -92,12 +95,16 @@ def check_nvlink(ctx: CheckContext) -> list[CheckResult]:
         if failed := unread("nvlink", gpu, "nvlink"):
             results.append(failed)
             continue
+        if not gpu.nvlinks and len(ctx.sample.gpus) < 2:
+            # One SXM GPU passed through to a VM: NVML reports no links (seen on a
+            # single-H200 machine), and there is no peer a link could reach.
+            results.append(result("nvlink", SKIPPED, gpu=index, message="one GPU: no NVLink peers"))
+            continue
         if not gpu.nvlinks:
-            status = FAIL if expected else CheckStatus.SKIPPED
             results.append(
                 result(
                     "nvlink",
-                    status,
+                    FAIL if expected else SKIPPED,
                     gpu=index,
                     observed=0,
                     threshold=expected,

@@ -8,6 +8,7 @@ the second run happens ``WINDOW`` later, so rate checks see a rate.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from collections.abc import Collection
 
@@ -20,6 +21,7 @@ from gpuhealth.faults import parse_faults
 from gpuhealth.models import MODELS, get_model
 from gpuhealth.report import CheckStatus, FaultClass, Report
 from gpuhealth.runner import Checker
+from gpuhealth.samples import GpuSample
 
 WINDOW = datetime.timedelta(minutes=5)
 START = datetime.datetime(2026, 12, 1, tzinfo=datetime.UTC)
@@ -40,15 +42,18 @@ def run(
     expect: Expectations | None = None,
     disabled: Collection[str] = (),
     suite: str = "passive",
+    gpus: int = 8,
 ) -> Report:
     clock = Clock()
-    backend = SimBackend(node="n1", model=get_model(model), clock=clock)
+    backend = SimBackend(node="n1", model=get_model(model), gpus=gpus, clock=clock)
     backend.set_faults(parse_faults(faults))
     checker = Checker(
         backend=backend,
         node="n1",
         expect=expect
-        or Expectations(gpus=8, ib_ports=8, model=get_model(model), driver_version=HEALTHY_DRIVER),
+        or Expectations(
+            gpus=gpus, ib_ports=8, model=get_model(model), driver_version=HEALTHY_DRIVER
+        ),
         disabled=disabled,
     )
     checker.run()
@@ -240,6 +245,35 @@ def test_healthy_node_passes_every_probe(model: str) -> None:
     report = run("[]", model=model, suite="full", disabled=PASSIVE)
     assert report.healthy
     assert len(report.checks) == 8 * 3 + 1
+
+
+def test_a_single_gpu_machine_is_healthy_without_nvlink_or_all_reduce() -> None:
+    """One H200 passed through to a VM: NVML reported no NVLinks and no fabric, and a
+    one-GPU all-reduce measured 0 GB/s (busbw is algbw x 2(n-1)/n). Failing those
+    against a whole board's expectations took a healthy machine out; they are skipped,
+    each saying why, and the probes that apply still run."""
+    report = run("[]", model="H200", suite="full", gpus=1)
+    assert report.healthy, findings(report)
+    skipped = {c.name: c.message for c in report.checks if c.status is CheckStatus.SKIPPED}
+    assert skipped["nvlink"] == "one GPU: no NVLink peers"
+    assert skipped["nccl-allreduce"] == "one GPU: an all-reduce moves nothing between GPUs"
+    assert "fabric" in skipped
+    passed = {c.name for c in report.checks if c.status is CheckStatus.PASS}
+    assert {"gemm", "hbm", "pcie-bandwidth"} <= passed
+
+
+def test_a_board_that_reports_no_nvlinks_still_fails() -> None:
+    """Eight GPUs, and GPU 2 reports not one NVLink: its links did not train."""
+
+    class LinksGone(SimBackend):
+        def _gpu(self, index: int) -> GpuSample | None:
+            sample = super()._gpu(index)
+            return dataclasses.replace(sample, nvlinks=()) if sample and index == 2 else sample
+
+    backend = LinksGone(node="n1", model=get_model("H200"), clock=Clock())
+    checker = Checker(backend=backend, node="n1", expect=Expectations(gpus=8))
+    report = checker.run()
+    assert ("nvlink", 2, CheckStatus.FAIL, DEGRADED) in findings(report)
 
 
 def test_driver_mismatch_is_reported_against_the_expected_version() -> None:

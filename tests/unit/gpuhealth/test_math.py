@@ -104,7 +104,7 @@ class FixedProbes:
 @given(st.sampled_from(sorted(MODELS)), st.floats(min_value=0, max_value=5000))
 def test_a_probe_fails_exactly_when_below_its_floor(model: str, value: float) -> None:
     gpu_model = get_model(model)
-    results = run_probes(FixedProbes(value), suite="full", model=gpu_model, gpus=[0])
+    results = run_probes(FixedProbes(value), suite="full", model=gpu_model, gpus=[0, 1])
     floors = {
         "gemm": gpu_model.gemm_floor_tflops,
         "hbm": gpu_model.hbm_floor_gbps,
