@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test lint unit e2e devcluster-build prometheus clean
+.PHONY: demo test lint unit e2e chaos devcluster-build prometheus clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -42,8 +42,15 @@ unit: $(VENV)/.installed
 e2e: devcluster-build prometheus
 	$(BIN)/pytest tests/e2e
 
+# The chaos suite runs last, in a pytest session (and devcluster) of its own: it
+# leaves the machine loaded for minutes, and no timing-sensitive test may follow it.
+CHAOS_SECONDS ?= 60
+chaos: devcluster-build
+	PITCREW_CHAOS_SECONDS=$(CHAOS_SECONDS) $(BIN)/pytest tests/e2e/chaos
+
 test: lint devcluster-build prometheus
 	$(BIN)/pytest
+	$(MAKE) chaos
 
 clean:
 	-$(BIN)/pitcrew devcluster down

@@ -319,6 +319,24 @@ class BmcAnnotationsSpec(ApiModel):
         return entries
 
 
+class Metal3Spec(ApiModel):
+    """BMC addresses from Metal3's BareMetalHosts, which the cluster admin owns."""
+
+    enabled: bool = Field(
+        default=False,
+        description="Read a node's BMC from the BareMetalHost (metal3.io/v1alpha1) in "
+        "`namespace` named like the node, or labelled pitcrew.dev/node=<node>: its "
+        "spec.bmc.address (a Redfish form) and the Secret spec.bmc.credentialsName names. "
+        "Needs the chart's rbac.metal3Namespace.",
+    )
+    namespace: str = Field(
+        default="metal3",
+        min_length=1,
+        max_length=63,
+        description="Namespace of the BareMetalHosts and their credential Secrets.",
+    )
+
+
 class RedfishSpec(ApiModel):
     credentials_secret: SecretReference | None = Field(
         default=None,
@@ -332,6 +350,7 @@ class RedfishSpec(ApiModel):
         "`system` (/redfish/v1/Systems/1) and optionally `username` and `password` for "
         "that BMC. The trusted source of BMC addresses.",
     )
+    metal3: Metal3Spec = Field(default_factory=Metal3Spec)
     node_annotations: BmcAnnotationsSpec = Field(default_factory=BmcAnnotationsSpec)
     verify_tls: bool = True
 

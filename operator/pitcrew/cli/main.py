@@ -58,6 +58,7 @@ def _devcluster_build(args: argparse.Namespace) -> int:
     binaries = build.ensure_built()
     print(f"devcluster binaries: {binaries.devcluster} {binaries.kwok}")
     print(f"helm: {build.ensure_helm()}")
+    print(f"toxiproxy: {build.ensure_toxiproxy()}")
     return 0
 
 

@@ -32,6 +32,11 @@ def files() -> dict[str, str]:
         "templates/rbac.yaml": _template(
             "rbac", ".Values.rbac.create", rbac.manifests(NAMESPACE, prefix=PREFIX)
         ),
+        "templates/rbac-metal3.yaml": _template(
+            "rbac",
+            "and .Values.rbac.create .Values.rbac.metal3Namespace",
+            rbac.metal3_manifests("{{ .Values.rbac.metal3Namespace }}", NAMESPACE, prefix=PREFIX),
+        ),
         "templates/admission.yaml": _template(
             "admission",
             ".Values.admissionPolicy.enabled",

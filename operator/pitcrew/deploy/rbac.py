@@ -12,8 +12,10 @@ operator
     jobs: probe and reset-gpu Jobs. events: record every action.
     pitcrew.dev resources and their status: the API it owns.
     cluster.x-k8s.io machines get/patch: the cluster-api rung.
+    metal3.io baremetalhosts get/list: BMC addresses (they hold no secrets).
     leases (own namespace): leader election. secrets get (own namespace):
-    BMC credentials for the Redfish rung.
+    BMC credentials for the Redfish rung; and, only where Metal3 is a BMC
+    source, secrets get in the BareMetalHosts' namespace (:func:`metal3_manifests`).
 agent
     nodes get: its own Node's annotations (repairs); gpunodes get/create and
     gpunodes/status patch: its report (a ValidatingAdmissionPolicy limits it
@@ -60,6 +62,7 @@ OPERATOR_CLUSTER_RULES: list[Rule] = [
         ["get", "patch", "update"],
     ),
     _rule(["cluster.x-k8s.io"], ["machines"], ["get", "patch"]),
+    _rule(["metal3.io"], ["baremetalhosts"], ["get", "list"]),
 ]
 OPERATOR_NAMESPACE_RULES: list[Rule] = [
     _rule(["coordination.k8s.io"], ["leases"], ["get", "create", "update"]),
@@ -122,22 +125,36 @@ def manifests(namespace: str, *, prefix: str = "pitcrew") -> list[dict[str, Any]
                 "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
             }
         )
+    return objects + _operator_role(namespace, namespace, OPERATOR_NAMESPACE_RULES, prefix)
+
+
+def metal3_manifests(
+    hosts_namespace: str, namespace: str, *, prefix: str = "pitcrew"
+) -> list[dict[str, Any]]:
+    """The operator's Role in the BareMetalHosts' namespace: read the BMC credential
+    Secrets their ``spec.bmc.credentialsName`` names (Metal3 keeps them beside the
+    hosts). Rendered only where the cluster admin names that namespace."""
+    return _operator_role(hosts_namespace, namespace, [_rule([""], ["secrets"], ["get"])], prefix)
+
+
+def _operator_role(
+    where: str, namespace: str, rules: list[Rule], prefix: str
+) -> list[dict[str, Any]]:
+    """A Role with ``rules`` in ``where``, bound to the operator's ServiceAccount."""
     name = account_name("operator", prefix)
-    objects.append(
+    labels = {"app.kubernetes.io/part-of": "pitcrew"}
+    return [
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "Role",
-            "metadata": {"name": name, "namespace": namespace, "labels": labels},
-            "rules": OPERATOR_NAMESPACE_RULES,
-        }
-    )
-    objects.append(
+            "metadata": {"name": name, "namespace": where, "labels": labels},
+            "rules": rules,
+        },
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "RoleBinding",
-            "metadata": {"name": name, "namespace": namespace, "labels": labels},
+            "metadata": {"name": name, "namespace": where, "labels": labels},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
             "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
-        }
-    )
-    return objects
+        },
+    ]

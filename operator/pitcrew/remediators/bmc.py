@@ -8,7 +8,12 @@ theirs. So the address comes from what the cluster admin owns:
 1. the **inventory**: a Secret in the operator's namespace
    (``spec.remediation.redfish.inventorySecret``), one key per node name, each a
    JSON object ``{"endpoint", "system", "username"?, "password"?}``;
-2. the Node's ``pitcrew.dev/bmc-endpoint`` and ``pitcrew.dev/bmc-system``
+2. Metal3's **BareMetalHost** (``spec.remediation.redfish.metal3``): the host in
+   the configured namespace named like the node, or labelled
+   ``pitcrew.dev/node=<node>``; its ``spec.bmc.address`` in one of Metal3's Redfish
+   forms and the Secret its ``spec.bmc.credentialsName`` names. A node cannot
+   write either: neither its name nor a host's labels are the kubelet's;
+3. the Node's ``pitcrew.dev/bmc-endpoint`` and ``pitcrew.dev/bmc-system``
    annotations, **only** when the policy opts in
    (``nodeAnnotations.enabled``) and the endpoint's host is in
    ``nodeAnnotations.allowedEndpoints`` (CIDRs, host names, ``*.`` suffixes).
@@ -16,7 +21,7 @@ theirs. So the address comes from what the cluster admin owns:
 Anything else raises :class:`RemediationError` before a connection is made, so
 no request leaves; the executor turns it into a ``RemediationFailed`` Event and
 the ladder's failure condition, which say why. Credentials are the inventory
-entry's own, else the policy's ``credentialsSecret``.
+entry's own (or the BareMetalHost's), else the policy's ``credentialsSecret``.
 """
 
 from __future__ import annotations
@@ -26,14 +31,21 @@ import binascii
 import ipaddress
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 from kubernetes import client
 
 from pitcrew.api.policy import RedfishSpec, SecretReference
-from pitcrew.api.vocabulary import BMC_ENDPOINT_ANNOTATION, BMC_SYSTEM_ANNOTATION
+from pitcrew.api.vocabulary import BMC_ENDPOINT_ANNOTATION, BMC_SYSTEM_ANNOTATION, NODE_LABEL
 from pitcrew.remediators.base import RemediationError, RemediationRequest
+
+METAL3 = ("metal3.io", "v1alpha1", "baremetalhosts")
+REDFISH_DRIVERS = frozenset(
+    {"redfish", "redfish-virtualmedia", "idrac-redfish", "idrac-virtualmedia", "ilo5-redfish"}
+)
+"""Metal3's BMC URL schemes that speak Redfish (the ``+http``/``+https`` suffix names
+the transport); ``ipmi``, ``idrac``, ``irmc``, ``ilo4``, ``ilo5`` and ``libvirt`` do not."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +95,9 @@ def resolve(api: client.ApiClient, request: RemediationRequest, *, namespace: st
         if isinstance(username, str) and isinstance(password, str):
             return Bmc(endpoint, system, username, password, "inventory")
         return Bmc(endpoint, system, *_credentials(api, spec, namespace), "inventory")
+    host = _metal3_host(api, spec, node)
+    if host is not None:
+        return _metal3_bmc(api, host)
     annotations: dict[str, Any] = request.node_object.get("metadata", {}).get("annotations") or {}
     named, named_system = (
         annotations.get(BMC_ENDPOINT_ANNOTATION),
@@ -112,6 +127,75 @@ def resolve(api: client.ApiClient, request: RemediationRequest, *, namespace: st
             "spec.remediation.redfish.nodeAnnotations.allowedEndpoints: no request was sent"
         )
     return Bmc(endpoint, system, *_credentials(api, spec, namespace), "node annotations")
+
+
+def metal3_address(address: str, what: str) -> tuple[str, str]:
+    """The Redfish endpoint and system path in a BareMetalHost's ``spec.bmc.address``
+    (``redfish://host[:port]/redfish/v1/Systems/1``, ``idrac-redfish+http://...``)."""
+    parts = urlsplit(address)
+    driver, _, transport = parts.scheme.partition("+")
+    if driver not in REDFISH_DRIVERS:
+        raise RemediationError(
+            f"{what}: BMC {address!r} is not a Redfish address ({driver or 'ipmi'}); "
+            "Pitcrew reboots over Redfish only: no request was sent"
+        )
+    transport = transport or "https"
+    if transport not in ("https", "http") or not parts.hostname:
+        raise RemediationError(f"{what}: BMC {address!r} names no host over http(s)")
+    return _address({"endpoint": f"{transport}://{parts.netloc}", "system": parts.path}, what)
+
+
+def _metal3_host(api: client.ApiClient, spec: RedfishSpec, node: str) -> dict[str, Any] | None:
+    """The node's BareMetalHost, if Metal3 is a source: named like the node, else the
+    one labelled for it."""
+    if not spec.metal3.enabled:
+        return None
+    namespace = spec.metal3.namespace
+    custom = client.CustomObjectsApi(api)
+    group, version, plural = METAL3
+    try:
+        return cast(
+            dict[str, Any],
+            custom.get_namespaced_custom_object(group, version, namespace, plural, node),
+        )
+    except client.ApiException as error:
+        if error.status != 404:
+            raise RemediationError(
+                f"cannot read BareMetalHost {namespace}/{node}: {error.status} {error.reason}"
+            ) from None
+    try:
+        listed = cast(
+            dict[str, Any],
+            custom.list_namespaced_custom_object(
+                group, version, namespace, plural, label_selector=f"{NODE_LABEL}={node}"
+            ),
+        )
+    except client.ApiException as error:
+        missing = " (is Metal3 installed?)" if error.status == 404 else ""
+        raise RemediationError(
+            f"cannot list BareMetalHosts in {namespace}: {error.status} {error.reason}{missing}"
+        ) from None
+    hosts: list[dict[str, Any]] = listed.get("items") or []
+    if len(hosts) > 1:
+        names = ", ".join(h["metadata"]["name"] for h in hosts)
+        raise RemediationError(
+            f"BareMetalHosts {names} in {namespace} are all labelled {NODE_LABEL}={node}: "
+            "no request was sent"
+        )
+    return hosts[0] if hosts else None
+
+
+def _metal3_bmc(api: client.ApiClient, host: dict[str, Any]) -> Bmc:
+    meta = host.get("metadata") or {}
+    namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
+    what = f"BareMetalHost {namespace}/{name}"
+    bmc = (host.get("spec") or {}).get("bmc") or {}
+    endpoint, system = metal3_address(str(bmc.get("address") or ""), what)
+    secret = bmc.get("credentialsName")
+    if not isinstance(secret, str) or not secret:
+        raise RemediationError(f"{what} has no spec.bmc.credentialsName")
+    username, password = _user_password(api, SecretReference(name=secret), namespace)
+    return Bmc(endpoint, system, username, password, what)
 
 
 def _address(entry: dict[str, Any], what: str) -> tuple[str, str]:
@@ -153,6 +237,10 @@ def _credentials(api: client.ApiClient, spec: RedfishSpec, namespace: str) -> tu
             "reboot needs spec.remediation.redfish.credentialsSecret (or credentials in "
             "the node's inventory entry)"
         )
+    return _user_password(api, ref, namespace)
+
+
+def _user_password(api: client.ApiClient, ref: SecretReference, namespace: str) -> tuple[str, str]:
     data = _secret(api, ref, namespace)
     try:
         return (

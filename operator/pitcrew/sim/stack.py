@@ -183,13 +183,20 @@ class SimStack:
                 raise
 
     def start_operator(
-        self, identity: str = "operator", *, resync: str = "2", lease_seconds: int = 4
+        self,
+        identity: str = "operator",
+        *,
+        resync: str = "2",
+        lease_seconds: int = 4,
+        kubeconfig: Path | None = None,
     ) -> subprocess.Popen[bytes]:
+        """The operator as its ServiceAccount; ``kubeconfig`` for another way to the
+        apiserver with the same credentials (the chaos suite's proxy)."""
         return self.start(
             identity,
             "operator",
             "--kubeconfig",
-            str(self.operator_kubeconfig),
+            str(kubeconfig or self.operator_kubeconfig),
             "--namespace",
             self.namespace,
             "--identity",

@@ -11,20 +11,28 @@ import sys
 import threading
 import time
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from fleet import NAMESPACE, Fleet, eventually
-from kubernetes import client
+from kubernetes import client, utils
 
+from pitcrew.deploy import rbac
 from pitcrew.kube.client import api_client
 from pitcrew.sim import devcluster
 from pitcrew.sim.devcluster.cluster import free_port
 
 FATAL_XID = [{"type": "xid", "gpu": 4, "code": 79}]
 SYSTEM_UUID = "8f0e3b52-1c1f-4b1e-9f7e-5f2a8b8d0a01"
+ROGUE_ANNOTATIONS = {
+    # A tenant's server (TEST-NET-3): a reset sent there would never reach the emulator.
+    "pitcrew.dev/bmc-endpoint": "https://203.0.113.9:8443",
+    "pitcrew.dev/bmc-system": "/redfish/v1/Systems/1",
+}
 
 
 @pytest.fixture
@@ -261,28 +269,34 @@ def test_webhook_is_retried_on_5xx_and_not_duplicated(
     assert fleet.phase(node) == "Remediating"
 
 
-def test_cluster_api_machine_is_annotated_for_remediation(
-    fleet_factory: type[Fleet], api_client: client.ApiClient
+def crd(
+    api: client.ApiClient,
+    group: str,
+    version: str,
+    kind: str,
+    schema: dict[str, Any] | None = None,
+    *,
+    scope: str = "Namespaced",
 ) -> None:
-    extensions = client.ApiextensionsV1Api(api_client)
+    """A CRD as its project publishes it, trimmed to ``schema`` (the fields Pitcrew
+    reads; anything else kept as written), and served before this returns."""
+    plural = f"{kind.lower()}s"
     try:
-        extensions.create_custom_resource_definition(
+        client.ApiextensionsV1Api(api).create_custom_resource_definition(
             {
-                "metadata": {"name": "machines.cluster.x-k8s.io"},
+                "metadata": {"name": f"{plural}.{group}"},
                 "spec": {
-                    "group": "cluster.x-k8s.io",
-                    "scope": "Namespaced",
-                    "names": {"kind": "Machine", "plural": "machines", "singular": "machine"},
+                    "group": group,
+                    "scope": scope,
+                    "names": {"kind": kind, "plural": plural, "singular": kind.lower()},
                     "versions": [
                         {
-                            "name": "v1beta1",
+                            "name": version,
                             "served": True,
                             "storage": True,
                             "schema": {
-                                "openAPIV3Schema": {
-                                    "type": "object",
-                                    "x-kubernetes-preserve-unknown-fields": True,
-                                }
+                                "openAPIV3Schema": schema
+                                or {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
                             },
                         }
                     ],
@@ -292,8 +306,15 @@ def test_cluster_api_machine_is_annotated_for_remediation(
     except client.ApiException as error:
         if error.status != 409:
             raise
+    custom = client.CustomObjectsApi(api)
+    eventually(lambda: _served(custom, group, version, plural), what=f"{kind} CRD served")
+
+
+def test_cluster_api_machine_is_annotated_for_remediation(
+    fleet_factory: type[Fleet], api_client: client.ApiClient
+) -> None:
+    crd(api_client, "cluster.x-k8s.io", "v1beta1", "Machine")
     custom = client.CustomObjectsApi(api_client)
-    eventually(lambda: _served(custom), what="Machine CRD served")
     fleet = fleet_factory(size=2)
     node = fleet.nodes[0]
     custom.create_namespaced_custom_object(
@@ -336,12 +357,110 @@ def test_cluster_api_machine_is_annotated_for_remediation(
     assert key == fleet.gpunode(node)["status"]["remediation"]["reference"]
 
 
-def _served(custom: client.CustomObjectsApi) -> bool:
+def _served(custom: client.CustomObjectsApi, group: str, version: str, plural: str) -> bool:
     try:
-        custom.list_namespaced_custom_object("cluster.x-k8s.io", "v1beta1", "default", "machines")
+        custom.list_namespaced_custom_object(group, version, "default", plural)
     except client.ApiException:
         return False
     return True
+
+
+BARE_METAL_HOST = {
+    # metal3.io/v1alpha1 BareMetalHost, trimmed to spec.bmc (what Pitcrew reads).
+    "type": "object",
+    "x-kubernetes-preserve-unknown-fields": True,
+    "properties": {
+        "spec": {
+            "type": "object",
+            "x-kubernetes-preserve-unknown-fields": True,
+            "properties": {
+                "bmc": {
+                    "type": "object",
+                    "required": ["address", "credentialsName"],
+                    "properties": {
+                        "address": {"type": "string"},
+                        "credentialsName": {"type": "string"},
+                        "disableCertificateVerification": {"type": "boolean"},
+                    },
+                }
+            },
+        }
+    },
+}
+
+
+def test_redfish_reboot_reaches_the_bmc_a_bare_metal_host_names(
+    fleet_factory: type[Fleet],
+    bmc: str,
+    api_client: client.ApiClient,
+    core: client.CoreV1Api,
+    tmp_path: Path,
+) -> None:
+    """Metal3 as the BMC source: the BareMetalHost labelled for the node names the BMC
+    (in Metal3's own URL form) and its credential Secret; the operator reads that
+    Secret with the Role the chart renders for the hosts' namespace. The node's own
+    annotation, naming a tenant's server, is not read."""
+    crd(api_client, "metal3.io", "v1alpha1", "BareMetalHost", BARE_METAL_HOST)
+    hosts = f"metal3-{uuid.uuid4().hex[:6]}"
+    core.create_namespace({"metadata": {"name": hosts}})
+    for obj in rbac.metal3_manifests(hosts, NAMESPACE):
+        utils.create_from_dict(api_client, obj)
+    core.create_namespaced_secret(
+        hosts,
+        {
+            "metadata": {"name": "rack7-bmc"},
+            "data": {k: base64.b64encode(v.encode()).decode() for k, v in CREDENTIALS.items()},
+        },
+    )
+    fleet = fleet_factory(size=2)
+    node = fleet.nodes[0]
+    client.CustomObjectsApi(api_client).create_namespaced_custom_object(
+        "metal3.io",
+        "v1alpha1",
+        hosts,
+        "baremetalhosts",
+        {
+            "apiVersion": "metal3.io/v1alpha1",
+            "kind": "BareMetalHost",
+            "metadata": {"name": "rack7-u12", "labels": {"pitcrew.dev/node": node}},
+            "spec": {
+                "online": True,
+                "bmc": {
+                    "address": f"redfish+http://{urlsplit(bmc).netloc}"
+                    f"/redfish/v1/Systems/{SYSTEM_UUID}",
+                    "credentialsName": "rack7-bmc",
+                },
+            },
+        },
+    )
+    fleet.core.patch_node(node, {"metadata": {"annotations": ROGUE_ANNOTATIONS}})
+    try:
+        fleet.policy(
+            remediation={
+                "ladders": {"fatal": [{"action": "reboot", "timeout": "10m"}]},
+                "redfish": {"metal3": {"enabled": True, "namespace": hosts}},
+            }
+        )
+        fleet.wait_phase(node, "Healthy")
+        fleet.inject(node, FATAL_XID)
+        log = tmp_path / "emulator.log"
+        eventually(
+            lambda: (
+                f"POST /redfish/v1/Systems/{SYSTEM_UUID}/Actions/ComputerSystem.Reset"
+                in log.read_text(errors="replace")
+            ),
+            timeout=30,
+            what="the reset request at the BMC",
+        )
+        started = eventually(
+            lambda: next((e for e in fleet.events(node) if e.reason == "RemediationStarted"), None),
+            timeout=30,
+            what="RemediationStarted event",
+        )
+        assert f"BMC from the BareMetalHost {hosts}/rack7-u12" in started.message
+        fleet.wait_phase(node, "Healthy", timeout=90)
+    finally:
+        core.delete_namespace(hosts)
 
 
 def test_failed_repairs_climb_the_ladder_then_retire(fleet_factory: type[Fleet]) -> None:

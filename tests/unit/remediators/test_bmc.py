@@ -121,3 +121,82 @@ def test_a_broken_inventory_entry_is_named() -> None:
 def test_the_model_refuses_an_allowlist_entry_that_is_neither_cidr_nor_host() -> None:
     with pytest.raises(ValueError, match="neither a CIDR nor a lower-case host name"):
         policy(nodeAnnotations={"enabled": True, "allowedEndpoints": ["https://x/"]})
+
+
+@pytest.mark.parametrize(
+    ("address", "endpoint", "system"),
+    [
+        # The forms of Metal3's BareMetalHost documentation (spec.bmc.address).
+        ("redfish://10.1.0.5/redfish/v1/Systems/1", "https://10.1.0.5", "/redfish/v1/Systems/1"),
+        (
+            "redfish+http://bmc.rack3.example:8000/redfish/v1/Systems/System.Embedded.1",
+            "http://bmc.rack3.example:8000",
+            "/redfish/v1/Systems/System.Embedded.1",
+        ),
+        (
+            "redfish-virtualmedia+https://[fd00::7]:443/redfish/v1/Systems/1",
+            "https://[fd00::7]:443",
+            "/redfish/v1/Systems/1",
+        ),
+        (
+            "idrac-redfish://10.1.0.6/redfish/v1/Systems/System.Embedded.1",
+            "https://10.1.0.6",
+            "/redfish/v1/Systems/System.Embedded.1",
+        ),
+        (
+            "ilo5-redfish://10.1.0.8/redfish/v1/Systems/1",
+            "https://10.1.0.8",
+            "/redfish/v1/Systems/1",
+        ),
+    ],
+)
+def test_metal3_redfish_addresses_name_the_endpoint_and_system(
+    address: str, endpoint: str, system: str
+) -> None:
+    assert bmc.metal3_address(address, "host") == (endpoint, system)
+
+
+@pytest.mark.parametrize(
+    ("address", "why"),
+    [
+        ("ipmi://10.1.0.5:623", "not a Redfish address"),
+        ("10.1.0.5:623", "not a Redfish address"),
+        ("idrac://10.1.0.6", "not a Redfish address"),
+        ("irmc://10.1.0.7", "not a Redfish address"),
+        ("redfish+ftp://10.1.0.5/redfish/v1/Systems/1", "names no host over http"),
+        ("redfish://10.1.0.5", "system must be a path"),
+    ],
+)
+def test_metal3_addresses_pitcrew_cannot_drive_are_refused(address: str, why: str) -> None:
+    with pytest.raises(RemediationError, match=why):
+        bmc.metal3_address(address, "BareMetalHost metal3/gpu-7")
+
+
+def host(name: str, address: str, credentials: str | None = "creds") -> dict[str, Any]:
+    return {
+        "metadata": {"namespace": "metal3", "name": name},
+        "spec": {"bmc": {"address": address, "credentialsName": credentials}, "online": True},
+    }
+
+
+def test_a_bare_metal_host_names_the_bmc_and_its_credentials(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    found_host = host("gpu-7", "redfish://10.30.0.7/redfish/v1/Systems/1")
+    monkeypatch.setattr(bmc, "_metal3_host", lambda api, spec, node: found_host)
+    found = resolve(policy(metal3={"enabled": True}), ANNOTATED)
+    assert (found.endpoint, found.system, found.username, found.source) == (
+        "https://10.30.0.7",
+        "/redfish/v1/Systems/1",
+        "fleet-admin",
+        "BareMetalHost metal3/gpu-7",
+    )
+
+
+def test_a_bare_metal_host_without_credentials_sends_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    found_host = host("gpu-7", "redfish://10.30.0.7/redfish/v1/Systems/1", credentials=None)
+    monkeypatch.setattr(bmc, "_metal3_host", lambda api, spec, node: found_host)
+    with pytest.raises(RemediationError, match=r"no spec\.bmc\.credentialsName"):
+        resolve(policy(metal3={"enabled": True}), ANNOTATED)

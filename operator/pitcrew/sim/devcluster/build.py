@@ -28,7 +28,6 @@ from pathlib import Path
 
 from pitcrew.sim.devcluster.errors import DevclusterError
 
-HELM_SOURCE_FILES = ("helm/go.mod", "helm/go.sum")
 SOURCE_FILES = (
     "go.mod",
     "go.sum",
@@ -178,27 +177,35 @@ def ensure_built(*, log: Callable[[str], None] = print) -> Binaries:
 def ensure_helm(*, log: Callable[[str], None] = print) -> Path:
     """Return the cached helm binary, building it from its Go module when needed."""
     src = source_dir()
-    helm = cache_root() / f"helm-{source_key(src, HELM_SOURCE_FILES)}" / "helm"
-    if helm.is_file():
-        return helm
-    helm.parent.mkdir(parents=True, exist_ok=True)
-    log(f"Building helm from its Go module into {helm.parent} (once).")
-    _run_go(["mod", "download"], cwd=src / "helm", what="download helm modules", log=log)
     match = re.search(r"^\s*helm\.sh/helm/v3 (v[0-9.]+)", (src / "helm/go.mod").read_text(), re.M)
     stamp = f" -X helm.sh/helm/v3/internal/version.version={match.group(1)}" if match else ""
+    return _ensure_tool("helm", "helm.sh/helm/v3/cmd/helm", ldflags=f"-s -w{stamp}", log=log)
+
+
+def ensure_toxiproxy(*, log: Callable[[str], None] = print) -> Path:
+    """Return the cached toxiproxy server (the chaos suite's TCP proxy between an
+    operator and the apiserver), building it from its Go module when needed."""
+    return _ensure_tool("toxiproxy", "github.com/Shopify/toxiproxy/v2/cmd/server", log=log)
+
+
+def _ensure_tool(
+    name: str, package: str, *, ldflags: str = "-s -w", log: Callable[[str], None]
+) -> Path:
+    """A tool built from its own module ``devcluster/<name>/``, cached on its own so
+    that upgrading it never rebuilds the control plane."""
+    src = source_dir()
+    files = (f"{name}/go.mod", f"{name}/go.sum")
+    binary = cache_root() / f"{name}-{source_key(src, files)}" / name
+    if binary.is_file():
+        return binary
+    binary.parent.mkdir(parents=True, exist_ok=True)
+    log(f"Building {name} from its Go module into {binary.parent} (once).")
+    _run_go(["mod", "download"], cwd=src / name, what=f"download {name} modules", log=log)
     _run_go(
-        [
-            "build",
-            "-v",
-            "-ldflags",
-            f"-s -w{stamp}",
-            "-o",
-            f"{helm}.tmp",
-            "helm.sh/helm/v3/cmd/helm",
-        ],
-        cwd=src / "helm",
-        what="helm",
+        ["build", "-v", "-ldflags", ldflags, "-o", f"{binary}.tmp", package],
+        cwd=src / name,
+        what=name,
         log=log,
     )
-    Path(f"{helm}.tmp").rename(helm)
-    return helm
+    Path(f"{binary}.tmp").rename(binary)
+    return binary

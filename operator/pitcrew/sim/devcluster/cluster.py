@@ -418,26 +418,43 @@ def _start_components(
     )
 
 
-def restart(*, directory: Path, component: str, timeout: float = 120.0) -> None:
+def restart(
+    *,
+    directory: Path,
+    component: str,
+    timeout: float = 120.0,
+    flags: dict[str, str] | None = None,
+) -> None:
     """Stop one component and start it again as it was started: the tests use it to
-    restart kube-apiserver under the operators. Returns once it is ready again."""
+    restart kube-apiserver or etcd under the operators. ``flags`` (``{"--name":
+    "value"}``) replace or add flags, and stay until a later restart changes them:
+    the chaos suite starts an apiserver that throttles, then the one it had.
+    Returns once the component is ready again (apiserver ready, etcd healthy)."""
     state = ClusterState.load(directory)
     if state is None:
         raise DevclusterError(f"no devcluster in {directory}")
     process = next((p for p in state.processes if p.name == component), None)
     if process is None or not process.argv:
         raise DevclusterError(f"{component} is not a restartable component of {directory}")
+    argv = with_flags(process.argv, flags or {})
     stop_process(process)
     launch = _Launch(state, log=lambda _: None)
-    started = launch.start(component, process.argv)
+    started = launch.start(component, argv)
+    ready: Callable[[], bool] | None = None
     if component == "kube-apiserver":
         context = _insecure_context()
-        launch.wait_for(
-            started,
-            lambda: _http_ok(f"{state.server}/readyz", context=context),
-            timeout=timeout,
-            what="ready",
-        )
+        ready = functools.partial(_http_ok, f"{state.server}/readyz", context=context)
+    elif component == "etcd":
+        client_url = next(a for a in argv if a.startswith("--listen-client-urls="))
+        ready = functools.partial(_http_ok, f"{client_url.split('=', 1)[1]}/health")
+    if ready is not None:
+        launch.wait_for(started, ready, timeout=timeout, what="ready")
+
+
+def with_flags(argv: list[str], flags: dict[str, str]) -> list[str]:
+    """``argv`` with each ``--name=value`` of ``flags`` replacing that flag, or added."""
+    kept = [a for a in argv if a.split("=", 1)[0] not in flags]
+    return kept + [f"{name}={value}" for name, value in flags.items()]
 
 
 def down(*, directory: Path, log: Callable[[str], None] = print) -> bool:
