@@ -35,13 +35,14 @@ from kubernetes import client
 from pitcrew.sim.stack import SimStack
 
 FATAL_XID = [{"type": "xid", "gpu": 0, "code": 79}]
-NODES = 12
+NODES = int(os.environ.get("PITCREW_CHAOS_NODES") or 12)
+"""The fleet's size: 12 in CI, 50 for the documented long run."""
 MAX_UNHEALTHY = 4
 FAULT_EVERY = 5.0
 FAULTS_EACH = 2
 BURST = 7
 """Faults at once, halfway through: more than the breaker lets out."""
-REPLICAS = 6
+REPLICAS = NODES // 2
 """Training pods, one node each: half the fleet busy, so drains meet the budget."""
 UNHEALTHY = {"Suspect", "Quarantined", "Draining", "Remediating", "Retired"}
 OPERATORS = ("operator-a", "operator-b")

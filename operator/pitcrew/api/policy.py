@@ -47,6 +47,19 @@ class RemediationAction(StrEnum):
     WEBHOOK = "webhook"
     RETIRE = "retire"
 
+    @property
+    def idempotent(self) -> bool:
+        """Whether starting this rung twice for one key does the work once: the reset
+        Job is named by the key, the webhook carries it as Idempotency-Key, the
+        Cluster API annotation's value is the key. A Redfish reboot is not: a second
+        ForceRestart reboots the machine again."""
+        return self in (
+            RemediationAction.RESET_GPU,
+            RemediationAction.CLUSTER_API,
+            RemediationAction.WEBHOOK,
+            RemediationAction.REIMAGE,
+        )
+
 
 class DrainTimeoutAction(StrEnum):
     """What to do when evictions have not finished by the drain timeout."""

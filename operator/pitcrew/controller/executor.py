@@ -5,8 +5,13 @@ node with a plan in flight out of the next rounds). Order of writes:
 actions first, status second, so a crash in between repeats idempotent
 actions rather than skipping them. The exception is a remediation: its
 intent (action, step, attempt, key) is written *before* the remediator is
-called, so a new leader never starts the same rung twice; at worst it waits
-for that rung's timeout. Remediators (slow peers: BMCs, webhooks) run on a
+called, so a new leader never starts a new rung where one was begun. The
+rung it finds, it resumes if the rung is idempotent for its key (a reset Job
+by name, a webhook by Idempotency-Key): the old leader may have died, or lost
+the apiserver, between the intent and the call, and a start the API never saw
+must not wait out the rung's timeout (the chaos suite's apiserver restarts
+found exactly that). A reboot is not repeated: its evidence or its timeout
+decides. Remediators (slow peers: BMCs, webhooks) run on a
 pool of their own, so a BMC that takes a minute never delays the next cordon.
 
 Dry run (global flag or per policy) executes nothing against Nodes, Pods,
@@ -83,6 +88,8 @@ class Executor:
         self.backoff = Backoff()
         self._lock = threading.Lock()
         self._remediation_errors: dict[str, str] = {}
+        self._rungs: dict[str, str] = {}
+        """The key of the rung this process last started or resumed, by node."""
         self._recorded: set[tuple[str, str, str]] = set()
         self._failures: dict[str, int] = {}
         """Consecutive failed executions per node: a node that keeps failing is retried
@@ -104,6 +111,11 @@ class Executor:
         return status.model_copy(
             update={"remediation": remediation.model_copy(update={"error": error})}
         )
+
+    def started(self, node: str, key: str) -> bool:
+        """Whether this process started (or resumed) the rung ``key`` on ``node``."""
+        with self._lock:
+            return self._rungs.get(node) == key
 
     def record_once(self, node: str, reason: str, message: str) -> None:
         """A warning Event posted once per node, reason and message: dry-run notes and
@@ -214,6 +226,8 @@ class Executor:
                 )
                 self._event(node, action.reason, action.message)
             case a.Remediate():
+                with self._lock:
+                    self._rungs[node] = action.key
                 self.remediation_pool.submit(self._remediate, plan, action, status)
         return status
 

@@ -279,10 +279,13 @@ class RoundLoop:
                 continue
             fleet = fleets.get(policy.name) or self.fleet(policy.name)
             gpunode = self.store.gpunodes.get(name) or {}
+            status = self.executor.known(name)
+            rung = status.remediation
             state = NodeState(
                 node=node_view(node, self.store.pods_on(name)),
-                status=self.executor.known(name),
+                status=status,
                 checks=self.store.published_checks(name),
+                rung_started=rung is None or self.executor.started(name, rung.reference),
             )
             decision = decide(
                 state=state,

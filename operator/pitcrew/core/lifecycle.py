@@ -858,6 +858,30 @@ def _start_step(b: _Builder, fault_class: FaultClass, *, step: int, attempt: int
     )
 
 
+def _resume(b: _Builder, remediation: RemediationStatus) -> None:
+    """A rung another process recorded and this one has not started: start it again
+    if that is safe (idempotent for its key: an existing Job is found, a webhook
+    receiver drops the repeat), so a start the API never saw is not left to time
+    out. A reboot is not repeated; its evidence (a new boot ID) or its timeout
+    decides, as the module says."""
+    if b.state.rung_started or remediation.confirmed or remediation.error:
+        return
+    if not remediation.action.idempotent or b.dry_run:
+        return
+    finding = worst_finding(b.status)
+    b.actions.append(
+        a.Remediate(
+            action=remediation.action,
+            step=remediation.step,
+            attempt=remediation.attempt,
+            key=remediation.reference,
+            gpus=finding.gpus if finding else (),
+            reason="RemediationResumed",
+            message=f"{remediation.action} attempt {remediation.attempt}, resumed by this leader",
+        )
+    )
+
+
 def _remediating(b: _Builder) -> None:
     remediation = b.status.remediation
     b.ensure_cordon(QUARANTINE_TAINT, b.status.reason or "Remediating", "Remediating")
@@ -875,6 +899,7 @@ def _remediating(b: _Builder) -> None:
                 message=f"{remediation.action} {remediation.reference}: {evidence}",
             )
         )
+    _resume(b, remediation)
     reported = bool(remediation.confirmed) and b.status.checks.repair == remediation.reference
     if reported and worst_finding(b.status) is None:
         if b.policy.spec.validation.burn_in_after_repair:

@@ -155,3 +155,9 @@ class NodeState:
     node: NodeView
     status: GPUNodeStatus
     checks: AgentChecks | None = None
+    rung_started: bool = True
+    """Whether this operator process started (or resumed) the rung in
+    ``status.remediation``. A leader that took over finds rungs another process
+    recorded; one whose start the API never saw (the old leader died, or the
+    apiserver went away, between the intent and the call) is resumed if it is
+    idempotent for its key."""

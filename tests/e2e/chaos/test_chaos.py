@@ -1,11 +1,11 @@
 """Chaos: real faults against the real control plane while nodes fail and recover.
 
 Each scenario disrupts on a timer for ``PITCREW_CHAOS_SECONDS`` while faults land
-on a 12-node fleet half busy with training pods under a PodDisruptionBudget, then
-checks the invariants of :mod:`chaos` (docs/reliability.md): one remediation per
-fault, the breaker's bound, no budget exceeded, no lost decision, nothing left
-cordoned. ``make chaos`` runs them after the rest of the suite, since they leave
-the machine loaded for minutes.
+on a fleet of ``PITCREW_CHAOS_NODES`` (12) half busy with training pods under a
+PodDisruptionBudget, then checks the invariants of :mod:`chaos`
+(docs/reliability.md): one remediation per fault, the breaker's bound, no budget
+exceeded, no lost decision, nothing left cordoned. ``make chaos`` runs them after
+the rest of the suite, since they leave the machine loaded for minutes.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from chaos import OPERATORS, Chaos, chaos_seconds, holder
+from chaos import NODES, OPERATORS, Chaos, chaos_seconds, holder
 from fleet import Fleet
 from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
@@ -59,7 +59,7 @@ def chaos(
     api_client: client.ApiClient,
     workload_namespace: str,
 ) -> Iterator[Chaos]:
-    run = Chaos(fleet_factory(size=12), pitcrew, api_client, workload_namespace)
+    run = Chaos(fleet_factory(size=NODES), pitcrew, api_client, workload_namespace)
     yield run
     run.finish()
 

@@ -105,3 +105,37 @@ def test_a_healthy_report_without_the_repair_key_does_not_end_the_rung() -> None
         now=LATER,
     )
     assert repaired.phase is Phase.VALIDATING  # a node clock behind changes nothing
+
+
+RESET = [{"action": "reset-gpu", "timeout": "30m"}]
+
+
+def resumed(
+    action: RemediationAction, ladder: list[dict[str, str]], **known: bool
+) -> list[a.Remediate]:
+    """The Remediate actions a leader decides for a rung another process recorded."""
+    remediating = status(Phase.REMEDIATING, checks=report(), remediation=rung(action))
+    decision = decide(
+        state=replace(state(cordoned(), remediating), **known),
+        policy=policy(remediation={"ladders": {"fatal": ladder}}),
+        fleet=fleet(remediating=1),
+        now=LATER,
+    )
+    return [x for x in decision.actions if isinstance(x, a.Remediate)]
+
+
+def test_a_new_leader_resumes_an_idempotent_rung_with_its_key() -> None:
+    """The old leader recorded the reset and died (or lost the apiserver) before the
+    Job was created: the new leader creates it under the same name, so a Job that
+    does exist is found, never doubled."""
+    (resume,) = resumed(RemediationAction.RESET_GPU, RESET, rung_started=False)
+    assert (resume.key, resume.step, resume.attempt) == ("fix-1", 0, 1)
+    assert resume.reason == "RemediationResumed"
+
+
+def test_a_reboot_is_never_started_twice_by_a_new_leader() -> None:
+    assert resumed(RemediationAction.REBOOT, REBOOT, rung_started=False) == []
+
+
+def test_the_leader_that_started_a_rung_does_not_start_it_again() -> None:
+    assert resumed(RemediationAction.RESET_GPU, RESET) == []
