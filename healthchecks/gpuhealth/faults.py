@@ -240,8 +240,17 @@ class FaultListError(GpuhealthError, ValueError):
     """A fault list that is not valid JSON or not in the vocabulary."""
 
 
+MAX_FAULT_LIST_BYTES = 65536
+"""The longest fault list read: a few hundred bytes describe a node's faults, and a
+node annotation anyone can write must not make its agent parse megabytes."""
+
+
 def parse_faults(text: str) -> list[Fault]:
     """Parse a JSON fault list; errors name the entry and field at fault."""
+    if len(text) > MAX_FAULT_LIST_BYTES:
+        raise FaultListError(
+            f"fault list is {len(text)} bytes, over the {MAX_FAULT_LIST_BYTES} read"
+        )
     try:
         raw = json.loads(text) if text.strip() else []
     except json.JSONDecodeError as error:

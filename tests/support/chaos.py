@@ -73,6 +73,8 @@ class Sampler(threading.Thread):
     most_out: int = 0
     fewest_running: int = REPLICAS
     samples: int = 0
+    pods_seen: set[str] = field(default_factory=set)
+    """Every training pod UID seen: more than ``REPLICAS`` means pods were drained."""
     done: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
@@ -104,6 +106,7 @@ class Sampler(threading.Thread):
             )
             self.most_out = max(self.most_out, sum(p in UNHEALTHY for p in phases))
             self.fewest_running = min(self.fewest_running, running)
+            self.pods_seen |= {p.metadata.uid for p in pods}
             self.samples += 1
 
 
@@ -113,11 +116,14 @@ class Outcome:
     faults: int
     most_out: int
     fewest_running: int
+    replaced: int
+    """Training pods drained and replaced during the run."""
 
     def line(self) -> str:
         return (
             f"{self.disruptions} disruptions, {self.faults} faults, at most {self.most_out} "
-            f"nodes out, at least {self.fewest_running} of {REPLICAS} training pods running"
+            f"nodes out, {self.replaced} training pods drained, at least "
+            f"{self.fewest_running} of {REPLICAS} running"
         )
 
 
@@ -245,6 +251,7 @@ class Chaos:
             faults=sum(self.injected.values()),
             most_out=sampler.most_out,
             fewest_running=sampler.fewest_running,
+            replaced=len(sampler.pods_seen) - REPLICAS,
         )
 
     def _repaired(self, node: str) -> bool:
@@ -287,6 +294,7 @@ class Chaos:
         assert outcome.most_out <= MAX_UNHEALTHY, f"{outcome.most_out} nodes out at once"
         assert outcome.most_out >= 2  # the faults did take nodes out during the chaos
         assert outcome.fewest_running >= REPLICAS - 1, "a PodDisruptionBudget was exceeded"
+        assert outcome.replaced >= 1  # faults did land on busy nodes: drains met the budget
         jobs = client.BatchV1Api(self.api)
         for node in self.fleet.nodes:
             resets = jobs.list_namespaced_job(

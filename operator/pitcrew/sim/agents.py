@@ -64,6 +64,7 @@ from pitcrew.core.convert import gpu_capacity, termination_message
 from pitcrew.core.validation import PAIR_NICS
 from pitcrew.kube import gpunodes
 from pitcrew.kube.client import retrying
+from pitcrew.kube.events import Recorder, node_ref
 from pitcrew.node.agent import AgentCore, simulated_model
 from pitcrew.node.probe import pair_report
 from pitcrew.sim.devcluster.install import bound_token
@@ -211,6 +212,7 @@ class SimAgents:
         to that node's agent pod, as the DaemonSet's agent does: the admission policy
         that binds an agent to its own node applies to the simulated fleet too."""
         self.core = client.CoreV1Api(api)
+        self.events = Recorder(api, component="pitcrew-sim-agents")
         self.interval = interval
         self.heartbeat = heartbeat
         self.noise = noise
@@ -263,7 +265,14 @@ class SimAgents:
             try:
                 sim.backend.set_faults(parse_faults(text))
             except FaultListError as error:
+                # Once per value (the text is remembered): the node stays as it was.
                 logger.error("node %s: %s", name, error)
+                self.events.emit(
+                    node_ref(name, node["metadata"].get("uid", "")),
+                    reason="MalformedFaults",
+                    message=f"{FAULTS_ANNOTATION} ignored: {error}"[:1024],
+                    warning=True,
+                )
                 return
             if not text:
                 sim.checker.memory.clear_latched()

@@ -12,6 +12,9 @@ from pitcrew.sim.stack import SimStack
 FATAL_XID = [{"type": "xid", "gpu": 0, "code": 79}]
 
 
+FAULTS = "sim.pitcrew.dev/faults"
+
+
 def guard(api: client.ApiClient, namespace: str, labels: dict[str, str]) -> None:
     """A PodDisruptionBudget that refuses every eviction of the pods it selects."""
     client.PolicyV1Api(api).create_namespaced_pod_disruption_budget(
@@ -194,3 +197,24 @@ def test_a_malformed_progress_annotation_gets_one_event_and_the_node_stays_healt
     assert [e.count for e in flagged()] == [1]
     assert fleet.phase(node) == "Healthy"
     assert fleet.pod_running(workload_namespace, "trainer-bad")
+
+
+def test_a_malformed_fault_list_on_a_node_gets_one_event_and_changes_nothing(
+    fleet_factory: type[Fleet],
+) -> None:
+    """Whoever can annotate a simulated machine (its kubelet, in a devcluster) can write
+    anything as its fault list: the agent flags it once and keeps what it had."""
+    fleet = fleet_factory(size=2)
+    fleet.policy()
+    node = fleet.nodes[0]
+    fleet.wait_phase(node, "Healthy")
+    fleet.core.patch_node(node, {"metadata": {"annotations": {FAULTS: "[{not json"}}})
+
+    def flagged() -> list[client.CoreV1Event]:
+        return [e for e in fleet.events(node) if e.reason == "MalformedFaults"]
+
+    events = eventually(flagged, timeout=30, what="a MalformedFaults Event on the Node")
+    assert "fault list is not JSON" in events[0].message
+    time.sleep(5)  # more sweeps: the same value is not flagged again
+    assert [e.count for e in flagged()] == [1]
+    assert fleet.phase(node) == "Healthy"

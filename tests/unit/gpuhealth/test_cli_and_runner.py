@@ -115,6 +115,11 @@ def test_parse_of_truncated_input_exits_two(capsys: pytest.CaptureFixture[str]) 
     assert "summary lines missing" in capsys.readouterr().err
 
 
+def test_a_fault_list_over_64_kib_is_refused_unread() -> None:
+    with pytest.raises(FaultListError, match="over the 65536 read"):
+        parse_faults("[" + " " * 70_000 + "]")
+
+
 def test_fault_list_round_trips() -> None:
     faults = parse_faults('[{"type": "ib-flapping", "port": "mlx5_0/1", "per_hour": 4}]')
     assert faults == [IbFlapping(type="ib-flapping", port="mlx5_0/1", per_hour=4)]
