@@ -38,6 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
 from kubernetes import client
+from tenacity import retry, retry_if_exception, stop_after_delay, wait_exponential_jitter
 
 from gpuhealth.active.sim import SimProbes
 from gpuhealth.backends.sim import SimBackend
@@ -63,7 +64,7 @@ from pitcrew.api.vocabulary import (
 from pitcrew.core.convert import gpu_capacity, termination_message
 from pitcrew.core.validation import PAIR_NICS
 from pitcrew.kube import gpunodes
-from pitcrew.kube.client import retrying
+from pitcrew.kube.client import is_transient, retrying
 from pitcrew.kube.events import Recorder, node_ref
 from pitcrew.node.agent import AgentCore, simulated_model
 from pitcrew.node.probe import pair_report
@@ -147,6 +148,16 @@ class AgentPods:
         with self.lock:
             self.clients[node] = (uid, api)
         return api
+
+
+until_it_lands = retry(
+    retry=retry_if_exception(is_transient),
+    wait=wait_exponential_jitter(multiplier=0.2, max=5.0),
+    stop=stop_after_delay(120),
+    reraise=True,
+)
+"""For the simulated machine's own state, which must not be lost to a restart of the
+apiserver (the operator's writes need no such patience: its next round retries)."""
 
 
 class SimNode:
@@ -338,7 +349,10 @@ class SimAgents:
             logger.info("node %s: simulated %s does not fix it", sim.name, action)
             return False
         if annotations.get(FAULTS_ANNOTATION):
-            retrying(self.core.patch_node)(
+            # The machine is repaired now; the annotation that says what is wrong
+            # with it must go too, or it would read as a fault still on the machine.
+            # An apiserver restarting takes longer than one call's retries.
+            until_it_lands(self.core.patch_node)(
                 sim.name,
                 {"metadata": {"annotations": {FAULTS_ANNOTATION: None}}},
                 _content_type="application/merge-patch+json",
