@@ -73,6 +73,8 @@ class Sampler(threading.Thread):
     most_out: int = 0
     fewest_running: int = REPLICAS
     samples: int = 0
+    worst: list[str] = field(default_factory=list)
+    """The nodes out in the sample with the most out."""
     pods_seen: set[str] = field(default_factory=set)
     """Every training pod UID seen: more than ``REPLICAS`` means pods were drained."""
     done: threading.Event = field(default_factory=threading.Event)
@@ -94,17 +96,19 @@ class Sampler(threading.Thread):
                 ).items
             except (client.ApiException, OSError):
                 continue  # the apiserver is down or busy: the next sample counts
-            phases = [
-                (item.get("status") or {}).get("phase")
-                for item in listed["items"]
-                if item["metadata"]["name"] in names
-            ]
             running = sum(
                 1
                 for p in pods
                 if p.status.phase == "Running" and p.metadata.deletion_timestamp is None
             )
-            self.most_out = max(self.most_out, sum(p in UNHEALTHY for p in phases))
+            out = sorted(
+                f"{item['metadata']['name']} {phase} since {status.get('phaseSince')}"
+                for item in listed["items"]
+                if item["metadata"]["name"] in names
+                and (phase := (status := item.get("status") or {}).get("phase")) in UNHEALTHY
+            )
+            if len(out) > self.most_out:
+                self.most_out, self.worst = len(out), out
             self.fewest_running = min(self.fewest_running, running)
             self.pods_seen |= {p.metadata.uid for p in pods}
             self.samples += 1
@@ -118,6 +122,7 @@ class Outcome:
     fewest_running: int
     replaced: int
     """Training pods drained and replaced during the run."""
+    worst: list[str]
 
     def line(self) -> str:
         return (
@@ -252,6 +257,7 @@ class Chaos:
             most_out=sampler.most_out,
             fewest_running=sampler.fewest_running,
             replaced=len(sampler.pods_seen) - REPLICAS,
+            worst=sampler.worst,
         )
 
     def _repaired(self, node: str) -> bool:
@@ -291,7 +297,7 @@ class Chaos:
         print(f"chaos: {outcome.line()}")
         assert outcome.disruptions >= seconds // every - 1
         assert outcome.faults >= seconds // FAULT_EVERY
-        assert outcome.most_out <= MAX_UNHEALTHY, f"{outcome.most_out} nodes out at once"
+        assert outcome.most_out <= MAX_UNHEALTHY, f"{outcome.most_out} out: {outcome.worst}"
         assert outcome.most_out >= 2  # the faults did take nodes out during the chaos
         assert outcome.fewest_running >= REPLICAS - 1, "a PodDisruptionBudget was exceeded"
         assert outcome.replaced >= 1  # faults did land on busy nodes: drains met the budget

@@ -276,6 +276,8 @@ class Shell:
         now: datetime.datetime = T0,
     ) -> None:
         self.now = now
+        self.leading = True
+        """Whether the process's Lease is renewed (the executor's tenure)."""
         self.store = Store()
         self.cluster = FakeCluster(self.store)
         self.events = FakeEvents()
@@ -295,6 +297,7 @@ class Shell:
             settings=settings,
             clock=lambda: self.now,
             requeue=lambda node, seconds: self.requeued.append((node, seconds)),
+            leading=lambda: self.leading,
         )
         self.policy_status = PolicyStatusWriter(
             cluster=self.cluster,

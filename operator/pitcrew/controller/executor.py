@@ -64,6 +64,10 @@ class Plan:
     before: GPUNodeStatus
 
 
+class NotLeadingError(RuntimeError):
+    """This process's Lease is not renewed: it must not write (a standby may lead)."""
+
+
 class Executor:
     def __init__(
         self,
@@ -76,8 +80,12 @@ class Executor:
         settings: OperatorSettings,
         clock: Clock,
         requeue: Requeue,
+        leading: Callable[[], bool] = lambda: True,
     ) -> None:
         self.cluster = cluster
+        self.leading = leading
+        """Whether this process may still act (its leader tenure); checked before every
+        write, since a plan can outlast the Lease it was decided under."""
         self.store = store
         self.events = events
         self.remediators = remediators
@@ -143,11 +151,14 @@ class Executor:
     def execute(self, plan: Plan) -> None:
         status = plan.decision.status
         try:
+            self._still_leading(plan.node)
             remediations = [x for x in plan.decision.actions if isinstance(x, a.Remediate)]
             if remediations and not plan.dry_run:
                 self._write_status(plan.node, status)  # intent first: see module docstring
             for action in plan.decision.actions:
+                self._still_leading(plan.node)
                 status = self._perform(plan, action, status)
+            self._still_leading(plan.node)
             self._write_status(plan.node, status)
         except Exception:
             metrics.RECONCILE_ERRORS.inc()
@@ -168,6 +179,10 @@ class Executor:
             metrics.record_decision(
                 pool=plan.policy.name, before=plan.before, after=status, now=self.clock()
             )
+
+    def _still_leading(self, node: str) -> None:
+        if not self.leading():
+            raise NotLeadingError(f"not acting on {node}: this process's Lease is not renewed")
 
     def _event(self, node: str, reason: str, message: str, *, warning: bool = False) -> None:
         uid = self.store.nodes.get(node, {}).get("metadata", {}).get("uid", "")
@@ -338,6 +353,7 @@ class Executor:
             policy=plan.policy.spec,
         )
         try:
+            self._still_leading(plan.node)
             description = self.remediators[action.action].start(request)
         except RemediationError as error:
             self._event(plan.node, "RemediationFailed", f"{action.action}: {error}", warning=True)

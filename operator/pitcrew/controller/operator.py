@@ -14,6 +14,7 @@ import asyncio
 import datetime
 import logging
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -41,7 +42,17 @@ from pitcrew.remediators.registry import remediators
 logger = logging.getLogger(__name__)
 
 
-def build(api: client.ApiClient, settings: OperatorSettings) -> Shell:
+def always() -> bool:
+    """Without leader election, the one process may always act."""
+    return True
+
+
+def build(
+    api: client.ApiClient,
+    settings: OperatorSettings,
+    *,
+    leading: Callable[[], bool] = always,
+) -> Shell:
     """The shell with its real collaborators: the Kubernetes API, Events, remediators."""
     store = Store()
     cluster = KubeCluster(api)
@@ -74,6 +85,7 @@ def build(api: client.ApiClient, settings: OperatorSettings) -> Shell:
         settings=settings,
         clock=utc_now,
         requeue=requeue,
+        leading=leading,
     )
     rounds = RoundLoop(
         store=store,
@@ -171,15 +183,16 @@ def run(settings: OperatorSettings) -> None:
     metrics.LEADER.set(0)
     if settings.metrics_port:
         start_http_server(settings.metrics_port)
+    may_act = always
     if settings.leader_election:
-        wait_for_leadership(
+        may_act = wait_for_leadership(
             name=settings.lease_name,
             namespace=settings.namespace,
             identity=settings.identity,
             lease_seconds=settings.lease_seconds,
-        )
+        ).valid
     metrics.LEADER.set(1)
-    shell = build(api, settings)
+    shell = build(api, settings, leading=may_act)
     leading.append(shell.rounds)
     registry = kopf.OperatorRegistry()
     register(registry, shell)

@@ -146,3 +146,35 @@ def test_a_node_whose_plan_keeps_failing_is_retried_with_growing_backoff() -> No
         shell.round()
     delays = [seconds for node, seconds in shell.requeued if node == "n0"]
     assert delays == [0.5, 1.0, 2.0, 4.0]
+
+
+def test_a_process_whose_lease_is_not_renewed_writes_nothing() -> None:
+    """A plan decided while leading, executed once the tenure ran out (a slow or
+    throttled apiserver): no cordon, no status, no remediation; the node is requeued
+    (the election ends the process, a standby takes over)."""
+    shell = Shell(nodes={"n0": healthy_status()}, policy=POLICY)
+    shell.settle()
+    shell.fail("n0")
+    shell.leading = False
+    shell.cluster.calls.clear()
+    shell.now += datetime.timedelta(seconds=1)
+    shell.round()
+    assert shell.cluster.calls == []
+    assert shell.remediator.requests == []
+    assert shell.requeued
+
+
+def test_a_new_leader_resumes_the_reset_the_old_one_recorded_but_never_started() -> None:
+    """The old leader wrote the intent and lost the apiserver before the Job: this
+    process, which did not start it, starts it under the same key, once."""
+    shell = remediating()
+    (first,) = shell.remediator.requests
+    successor = Shell(nodes={"n0": shell.store.status("n0")}, policy=POLICY, now=shell.now)
+    successor.cluster.objects["node"]["n0"] = shell.store.nodes["n0"]
+    successor.rounds.prime()
+    for _ in range(3):
+        successor.now += datetime.timedelta(seconds=1)
+        successor.round()
+    (resumed,) = successor.remediator.requests
+    assert resumed.key == first.key
+    assert "RemediationResumed" in successor.events.reasons("Node")

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from pitcrew.controller.leader import EXIT_ELECTION_ENDED, TimedCalls, run_until_it_ends
+from pitcrew.controller.leader import EXIT_ELECTION_ENDED, Tenure, TimedCalls, run_until_it_ends
 from pitcrew.kube.client import api_client
 
 
@@ -70,3 +70,49 @@ def test_every_request_of_pitcrews_clients_has_a_deadline(tmp_path: Path) -> Non
     timeout = api.rest_client.pool_manager.connection_pool_kw["timeout"]
     assert timeout.connect_timeout == 10.0
     assert timeout.read_timeout == 60.0
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_tenure_runs_from_when_the_last_good_renewal_was_sent() -> None:
+    """A renewal sent at 100 s that answers at 101.5 s buys acting until 102 s (the
+    renew deadline after it was sent), never 2 s after the answer: a standby may take
+    the Lease 4 s after the renewal landed."""
+    clock = Clock()
+    tenure = Tenure(2.0, clock=clock)
+    assert not tenure.valid()  # no renewal yet
+    tenure.renewed(100.0)
+    clock.now = 101.5
+    assert tenure.valid()
+    clock.now = 102.0
+    assert not tenure.valid()
+    tenure.renewed(99.0)  # an older renewal answering late does not extend it
+    assert not tenure.valid()
+
+
+class RenewingApi(LeaseApi):
+    def replace_namespaced_lease(
+        self, name: str, namespace: str, body: object, **kwargs: Any
+    ) -> str:
+        if self.error:
+            raise self.error
+        return "renewed"
+
+
+def test_only_a_renewal_that_succeeded_extends_the_tenure() -> None:
+    tenure = Tenure(2.0)
+    with pytest.raises(ApiException):
+        TimedCalls(
+            RenewingApi(ConnectionError("refused")), timeout=1, tenure=tenure
+        ).replace_namespaced_lease("l", "ns", {})
+    assert not tenure.valid()
+    TimedCalls(LeaseApi(), timeout=1, tenure=tenure).read_namespaced_lease("l", "ns")
+    assert not tenure.valid()  # a read is no renewal
+    TimedCalls(RenewingApi(), timeout=1, tenure=tenure).replace_namespaced_lease("l", "ns", {})
+    assert tenure.valid()
