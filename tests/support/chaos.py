@@ -244,11 +244,14 @@ class Chaos:
         # No lost decision: every fault, the ones the breaker held back included, ends
         # repaired (the simulated machine clears its fault list when a repair takes).
         for node in self.fleet.nodes:
-            eventually(
-                lambda node=node: self._repaired(node),
-                timeout=300,
-                what=f"{node} repaired and Healthy",
-            )
+            try:
+                eventually(
+                    lambda node=node: self._repaired(node),
+                    timeout=300,
+                    what=f"{node} repaired and Healthy",
+                )
+            except AssertionError as error:
+                raise AssertionError(f"{error}\n{self.describe(node)}") from None
         sampler.done.set()
         sampler.join()
         return Outcome(
@@ -258,6 +261,30 @@ class Chaos:
             fewest_running=sampler.fewest_running,
             replaced=len(sampler.pods_seen) - REPLICAS,
             worst=sampler.worst,
+        )
+
+    def describe(self, node: str) -> str:
+        """What a node stuck out of service shows: for the failure message."""
+        status = self.fleet.gpunode(node).get("status") or {}
+        jobs = (
+            client.BatchV1Api(self.api)
+            .list_namespaced_job(NAMESPACE, label_selector=f"pitcrew.dev/node={node}")
+            .items
+        )
+        conditions = [
+            f"{c.get('type')}={c.get('status')} {c.get('reason')}: {c.get('message', '')[:160]}"
+            for c in status.get("conditions") or []
+        ]
+        return "\n".join(
+            [
+                f"phase {status.get('phase')} since {status.get('phaseSince')}",
+                f"remediation {status.get('remediation')}",
+                f"drain {status.get('drain')}",
+                f"history {(status.get('history') or [])[-4:]}",
+                *conditions,
+                f"annotations {self.fleet.node(node).metadata.annotations}",
+                "jobs " + ", ".join(f"{j.metadata.name} {j.status.succeeded}" for j in jobs),
+            ]
         )
 
     def _repaired(self, node: str) -> bool:

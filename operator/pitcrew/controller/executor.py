@@ -160,6 +160,12 @@ class Executor:
                 status = self._perform(plan, action, status)
             self._still_leading(plan.node)
             self._write_status(plan.node, status)
+        except NotLeadingError as error:
+            # Not a failure of this node: the Lease is renewed again within a second,
+            # or the election ends the process and a standby decides afresh.
+            logger.warning("%s", error)
+            self.requeue(plan.node, RETRY_FIRST)
+            return
         except Exception:
             metrics.RECONCILE_ERRORS.inc()
             with self._lock:
@@ -355,6 +361,13 @@ class Executor:
         try:
             self._still_leading(plan.node)
             description = self.remediators[action.action].start(request)
+        except NotLeadingError as error:
+            # Not started, and not failed: whoever leads next resumes it.
+            logger.warning("%s", error)
+            with self._lock:
+                self._rungs.pop(plan.node, None)
+            self.requeue(plan.node, RETRY_FIRST)
+            return
         except RemediationError as error:
             self._event(plan.node, "RemediationFailed", f"{action.action}: {error}", warning=True)
             self._failed(action.key, str(error), plan.node)
