@@ -45,7 +45,7 @@ from concurrent.futures import Executor as Pool
 from typing import Any, Protocol
 
 from pitcrew.api.gpunode import GPUNodeStatus
-from pitcrew.api.vocabulary import PITCREW_TAINTS
+from pitcrew.api.vocabulary import PITCREW_TAINTS, UNHEALTHY
 from pitcrew.controller import metrics
 from pitcrew.controller.executor import Executor, Plan
 from pitcrew.controller.policy_status import PolicyStatusWriter
@@ -301,6 +301,16 @@ class RoundLoop:
             fleets[policy.name] = after_decision(
                 fleet, node=name, before=state.status, decision=decision
             )
+            if decision.status.phase in UNHEALTHY and state.status.phase not in UNHEALTHY:
+                logger.info(
+                    "%s: %s -> %s with %d of %d nodes of %s out before it",
+                    name,
+                    state.status.phase,
+                    decision.status.phase,
+                    fleet.count(*UNHEALTHY),
+                    fleet.total,
+                    policy.name,
+                )
             dry_run = self.settings.dry_run or policy.spec.safety.dry_run
             plans.append(Plan(name, policy, decision, dry_run, state.status))
         return plans, fleets
@@ -361,8 +371,17 @@ class RoundLoop:
         for name in self.store.nodes:
             if self.store.policies_of(name) != member:
                 continue
+            stored = self.store.summary(name)
             intended = self.intended.get(name)
-            yield name, summarize(intended) if intended else self.store.summary(name)
+            if intended is None:
+                yield name, stored
+                continue
+            planned = summarize(intended)
+            # A plan that brings a node back (Remediating to Validating, say) has not
+            # landed yet and may never land (a refused write, a lapsed Lease): until
+            # it does, the node counts as out. Taking a node out counts at once.
+            out = stored.phase in UNHEALTHY and planned.phase not in UNHEALTHY
+            yield name, stored if out else planned
 
     async def _in_thread(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         loop = asyncio.get_running_loop()

@@ -74,6 +74,26 @@ def test_a_plan_in_flight_counts_with_its_intended_status_in_the_fleet() -> None
     assert "CircuitBreakerOpen" in {c.reason for c in second.decision.status.conditions}
 
 
+def test_a_node_coming_back_counts_as_out_until_its_plan_lands() -> None:
+    """The breaker must hold against what the API has, not what a plan hopes for: a
+    node whose way back (here: out of service to Healthy) is still in flight, or whose
+    write will be refused, still fills its slot, so no other node is admitted in the
+    meantime. Found by the chaos suite under a throttling apiserver: 5 nodes out with
+    a limit of 4, each admission having counted 3."""
+    shell = settled_fleet()
+    shell.fail("n2")
+    shell.round()
+    assert shell.phase("n2") in UNHEALTHY
+    # Its way back decided and in flight (the status the plan would write: Healthy).
+    shell.rounds.in_flight.add("n2")
+    shell.rounds.intended["n2"] = healthy_status()
+    assert shell.rounds.fleet("fleet").count(*UNHEALTHY) == 1
+    shell.fail("n5")
+    (second,) = shell.round("n5")
+    assert second.decision.phase is Phase.HEALTHY  # refused: the slot is not free yet
+    assert "CircuitBreakerOpen" in {c.reason for c in second.decision.status.conditions}
+
+
 def test_dry_run_writes_status_and_records_each_would_be_action_once() -> None:
     shell = settled_fleet(policy=policy_object(safety={"dryRun": True}))
     shell.fail("n3")
