@@ -47,7 +47,8 @@ class Toxiproxy:
         request.add_header("Content-Type", "application/json")
         with urllib.request.urlopen(request, timeout=10) as answer:
             text = answer.read()
-        return json.loads(text) if text else None
+            is_json = answer.headers.get_content_type() == "application/json"
+        return json.loads(text) if text and is_json else text.decode()
 
     def proxy(self, name: str, upstream: str) -> str:
         """A proxy ``name`` to ``upstream`` (host:port); returns where it listens."""

@@ -142,9 +142,11 @@ def test_the_leader_cut_off_from_the_apiserver(
         for name in OPERATORS:
             proxy.toxic(name, "latency", "latency", latency=100, jitter=100)
         turns = iter(range(1_000))
+        leaders: list[str] = []
 
         def cut_the_leader() -> None:
             leader = holder(api_client)
+            leaders.append(leader)
             if leader not in OPERATORS:
                 return
             if next(turns) % 2 == 0:
@@ -156,6 +158,8 @@ def test_the_leader_cut_off_from_the_apiserver(
 
         chaos.operators(kubeconfigs)
         scenario(chaos, cut_the_leader)
+        # The cut leader lost the Lease and the other took over (both led).
+        assert set(leaders) == set(OPERATORS), leaders
     finally:
         chaos.finish()
         proxy.stop()
