@@ -134,14 +134,18 @@ def metal3_manifests(
     """The operator's Role in the BareMetalHosts' namespace: read the BMC credential
     Secrets their ``spec.bmc.credentialsName`` names (Metal3 keeps them beside the
     hosts). Rendered only where the cluster admin names that namespace."""
-    return _operator_role(hosts_namespace, namespace, [_rule([""], ["secrets"], ["get"])], prefix)
+    rules = [_rule([""], ["secrets"], ["get"])]
+    return _operator_role(hosts_namespace, namespace, rules, prefix, suffix="-metal3")
 
 
 def _operator_role(
-    where: str, namespace: str, rules: list[Rule], prefix: str
+    where: str, namespace: str, rules: list[Rule], prefix: str, *, suffix: str = ""
 ) -> list[dict[str, Any]]:
-    """A Role with ``rules`` in ``where``, bound to the operator's ServiceAccount."""
-    name = account_name("operator", prefix)
+    """A Role with ``rules`` in ``where``, bound to the operator's ServiceAccount; a
+    ``suffix`` keeps it apart from the operator's own Role should ``where`` be the
+    operator's namespace."""
+    account = account_name("operator", prefix)
+    name = f"{account}{suffix}"
     labels = {"app.kubernetes.io/part-of": "pitcrew"}
     return [
         {
@@ -155,6 +159,6 @@ def _operator_role(
             "kind": "RoleBinding",
             "metadata": {"name": name, "namespace": where, "labels": labels},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
         },
     ]

@@ -91,6 +91,12 @@ def test_every_option_renders_what_it_says(helm: str) -> None:
     policy = next(d for d in objects if d["kind"] == "GPUHealthPolicy")
     assert policy["metadata"]["name"] == "h100-pool"
     assert policy["spec"]["validation"]["priorityClassName"] == "gpu-probes"
+    metal3 = next(
+        d for d in objects if d["kind"] == "Role" and d["metadata"]["name"].endswith("-metal3")
+    )
+    assert metal3["metadata"]["namespace"] == CHART_NAMESPACE
+    assert metal3["rules"] == [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]
+    assert not [d for d in render(helm) if d["metadata"]["name"].endswith("-metal3")]
     probes = next(d for d in objects if d["kind"] == "PriorityClass")
     assert (probes["metadata"]["name"], probes["value"]) == ("gpu-probes", -1000)
     default_policy = next(d for d in render(helm) if d["kind"] == "GPUHealthPolicy")
