@@ -21,8 +21,6 @@ from typing import Any, Protocol
 from pitcrew.api.gpunode import Phase
 from pitcrew.api.meta import Duration
 from pitcrew.api.vocabulary import (
-    JOB_LABEL,
-    JOB_SIZE_LABEL,
     OUT_OF_SERVICE,
     PROGRESS_ANNOTATION,
 )
@@ -30,7 +28,7 @@ from pitcrew.client.progress import MalformedProgressError, parse
 from pitcrew.controller import metrics
 from pitcrew.controller.store import Store
 from pitcrew.core import job_tracking
-from pitcrew.core.convert import gpu_capacity, gpu_model, job_pod, pod_gpus
+from pitcrew.core.convert import gpu_capacity, gpu_model, job_pod, pod_gpus, training_job
 from pitcrew.core.fleet_ledger import FleetLedger, NodeTime
 from pitcrew.core.job_ledger import (
     CATEGORIES,
@@ -156,12 +154,10 @@ class Accountant:
             *((p, False) for p in self.store.pods.values()),
             *((p, True) for p in departed),
         ]:
-            meta = pod.get("metadata") or {}
-            job = (meta.get("labels") or {}).get(JOB_LABEL)
-            # Only pods that request GPUs are a training job's: a label on a web pod
-            # (or a tenant's thousand) is no job to account.
-            if job and pod_gpus(pod) > 0:
-                grouped.setdefault(f"{meta.get('namespace', '')}/{job}", []).append((pod, gone))
+            identity = training_job(pod)
+            if identity is not None:
+                namespace = (pod.get("metadata") or {}).get("namespace", "")
+                grouped.setdefault(f"{namespace}/{identity.name}", []).append((pod, gone))
         return {
             job: self._observe(pods, out, recent)
             for job, pods in grouped.items()
@@ -175,7 +171,6 @@ class Accountant:
         reports: list[Progress] = []
         size: int | None = None
         for pod, gone in pods:
-            meta = pod.get("metadata") or {}
             node = (pod.get("spec") or {}).get("nodeName") or ""
             model = gpu_model(self.store.nodes.get(node) or {})
             peak = model.peak_bf16_tflops * 1e12 if model else None
@@ -184,9 +179,9 @@ class Accountant:
             report = self._progress(pod)
             if report is not None:
                 reports.append(report)
-            declared = (meta.get("labels") or {}).get(JOB_SIZE_LABEL)
-            if declared and declared.isdigit():
-                size = int(declared)
+            identity = training_job(pod)
+            if identity is not None and identity.size is not None:
+                size = identity.size
         present = [p for p, gone in pods if not gone]
         finished = bool(present) and all(
             (p.get("status") or {}).get("phase") == "Succeeded" for p in present

@@ -21,13 +21,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from pitcrew.api.gpunode import AgentChecks, GPUNodeStatus, Phase
-from pitcrew.api.vocabulary import JOB_LABEL
 from pitcrew.core.convert import (
     UnreadableStatusError,
     gpunode_status,
     matches,
     policy_view,
     published_checks,
+    training_job,
 )
 from pitcrew.core.fleet import Summary, summarize
 from pitcrew.core.views import PolicyView
@@ -167,7 +167,7 @@ class Store:
             if deleted:
                 self.pods.pop(key, None)
                 self.pods_by_node[old_node or node].pop(key, None)
-                if JOB_LABEL in (meta.get("labels") or {}) and len(self.departed) < DEPARTED_MAX:
+                if training_job(obj) is not None and len(self.departed) < DEPARTED_MAX:
                     self.departed[meta.get("uid") or key] = obj
                 return old_node or node or None
             if not self._newer(previous, obj):

@@ -15,9 +15,9 @@ from pitcrew.api.vocabulary import (
     CHECKPOINT_ANNOTATION,
     GPU_PRODUCT_LABEL,
     GPU_RESOURCE,
-    JOB_LABEL,
     PROBE_LABEL,
 )
+from pitcrew.core.job_discovery import JobIdentity, identify
 from pitcrew.core.job_ledger import JobPod
 from pitcrew.core.views import NodeView, PodView, PolicyView, Taint
 
@@ -60,7 +60,7 @@ def pod_view(pod: dict[str, Any]) -> PodView:
         finished=phase in ("Succeeded", "Failed"),
         probe=PROBE_LABEL in labels,
         checkpoint_at=parse_time(annotations.get(CHECKPOINT_ANNOTATION)),
-        job=str(labels.get(JOB_LABEL, "")),
+        job=(identity.name if (identity := training_job(pod)) else ""),
         job_name=str(labels.get("batch.kubernetes.io/job-name") or labels.get("job-name") or ""),
         succeeded=phase == "Succeeded",
         disruption=disruption,
@@ -121,6 +121,16 @@ def pod_gpus(pod: dict[str, Any]) -> int:
         except (TypeError, ValueError):
             continue
     return total
+
+
+def training_job(pod: dict[str, Any]) -> JobIdentity | None:
+    """The training job a pod belongs to, by its launcher's labels: only pods that
+    request GPUs are a training job's (a label on a web pod, or a tenant's thousand,
+    is no job to account or to wait for)."""
+    if pod_gpus(pod) <= 0:
+        return None
+    meta = pod.get("metadata") or {}
+    return identify(meta.get("labels") or {}, meta.get("annotations") or {})
 
 
 def job_pod(pod: dict[str, Any], *, gpus: int, peak: float | None, gone: bool) -> JobPod:

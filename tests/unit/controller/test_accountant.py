@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import datetime
 from typing import Any
 
@@ -225,3 +226,39 @@ def test_a_malformed_progress_annotation_is_ignored_and_flagged_once_per_value()
     assert len(flagged) == 2
     # The job is still accounted, as one that reports no progress.
     assert job_seconds("train/acct-bad", "productive") > 0
+
+
+def test_a_jobset_is_accounted_by_its_own_name_without_pitcrews_labels() -> None:
+    """A JobSet's pods as its controller creates them (no pitcrew.dev/* label): they
+    are one job, named after the JobSet, not one job per child Job; a worker lost
+    is the JobSet's interruption."""
+    store = Store()
+    store.put("policy", policy_object())
+    for name in ("acct-j0", "acct-j1"):
+        store.put("node", node_object(name))
+        store.put("gpunode", gpunode(name, healthy_status()))
+    pods = []
+    for rank, node in enumerate(("acct-j0", "acct-j1")):
+        created = training_pod(f"js-workers-{rank}", node, f"js{rank}", T0)
+        created["metadata"]["labels"] = {
+            "jobset.sigs.k8s.io/jobset-name": "acct-js",
+            "jobset.sigs.k8s.io/replicatedjob-name": "workers",
+            "jobset.sigs.k8s.io/job-index": str(rank),
+            "batch.kubernetes.io/job-name": f"acct-js-workers-{rank}",
+            "job-name": f"acct-js-workers-{rank}",
+        }
+        pods.append(created)
+        store.put("pod", created)
+    accountant = Accountant(store, now=T0)
+    accountant.tick(T0)
+    accountant.tick(T0 + datetime.timedelta(seconds=5))
+    assert job_seconds("train/acct-js", "productive") == pytest.approx(5.0)
+    assert job_seconds("train/acct-js-workers-0", "productive") == 0.0
+    lost = copy.deepcopy(pods[1])
+    lost["metadata"]["deletionTimestamp"] = (T0 + datetime.timedelta(seconds=7)).isoformat()
+    store.put("pod", lost, deleted=True)
+    accountant.tick(T0 + datetime.timedelta(seconds=10))
+    interruptions = REGISTRY.get_sample_value(
+        "pitcrew_job_interruptions_total", {"job": "train/acct-js", "cause": "other"}
+    )
+    assert interruptions == 1
