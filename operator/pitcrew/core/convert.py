@@ -126,11 +126,13 @@ def pod_gpus(pod: dict[str, Any]) -> int:
 def training_job(pod: dict[str, Any]) -> JobIdentity | None:
     """The training job a pod belongs to, by its launcher's labels: only pods that
     request GPUs are a training job's (a label on a web pod, or a tenant's thousand,
-    is no job to account or to wait for)."""
-    if pod_gpus(pod) <= 0:
-        return None
+    is no job to account or to wait for), and none of Pitcrew's own (its probe and
+    reset Jobs ask for GPUs too)."""
     meta = pod.get("metadata") or {}
-    return identify(meta.get("labels") or {}, meta.get("annotations") or {})
+    labels = meta.get("labels") or {}
+    if pod_gpus(pod) <= 0 or PROBE_LABEL in labels:
+        return None
+    return identify(labels, meta.get("annotations") or {})
 
 
 def job_pod(pod: dict[str, Any], *, gpus: int, peak: float | None, gone: bool) -> JobPod:

@@ -136,3 +136,10 @@ def test_only_pods_that_request_gpus_are_a_training_jobs() -> None:
     assert training_job(pod(INDEXED_JOB, gpus=0)) is None
     assert pod_view(pod(PYTORCHJOB_WORKER, gpus=8)).job == "bert"
     assert pod_view(pod(INDEXED_JOB, gpus=0)).job == ""
+
+
+def test_pitcrews_own_probe_and_reset_pods_are_no_training_job() -> None:
+    """Pitcrew's probe and reset Jobs ask for GPUs and carry a Job's labels."""
+    probe = pod({**INDEXED_JOB, "pitcrew.dev/probe": "true"}, gpus=8)
+    assert training_job(probe) is None
+    assert pod_view(probe).job == ""
