@@ -55,6 +55,55 @@ def eventually(
     raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
 
 
+def crd(
+    api: client.ApiClient,
+    group: str,
+    version: str,
+    kind: str,
+    schema: dict[str, Any] | None = None,
+    *,
+    scope: str = "Namespaced",
+) -> None:
+    """A CRD as its project publishes it, trimmed to ``schema`` (the fields Pitcrew
+    reads; anything else kept as written), and served before this returns."""
+    plural = f"{kind.lower()}s"
+    try:
+        client.ApiextensionsV1Api(api).create_custom_resource_definition(
+            {
+                "metadata": {"name": f"{plural}.{group}"},
+                "spec": {
+                    "group": group,
+                    "scope": scope,
+                    "names": {"kind": kind, "plural": plural, "singular": kind.lower()},
+                    "versions": [
+                        {
+                            "name": version,
+                            "served": True,
+                            "storage": True,
+                            "schema": {
+                                "openAPIV3Schema": schema
+                                or {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+                            },
+                        }
+                    ],
+                },
+            }
+        )
+    except client.ApiException as error:
+        if error.status != 409:
+            raise
+    custom = client.CustomObjectsApi(api)
+    eventually(lambda: _served(custom, group, version, plural), what=f"{kind} CRD served")
+
+
+def _served(custom: client.CustomObjectsApi, group: str, version: str, plural: str) -> bool:
+    try:
+        custom.list_namespaced_custom_object(group, version, "default", plural)
+    except client.ApiException:
+        return False
+    return True
+
+
 class Fleet:
     """A private group of simulated GPU nodes and the policy that manages them."""
 

@@ -7,10 +7,12 @@ from __future__ import annotations
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 
-from fleet import GROUP_LABEL, Fleet, eventually
+from fleet import GROUP_LABEL, Fleet, crd, eventually
 from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 
 from pitcrew.sim.demo.workload import NAMESPACE, TrainingJob
 from pitcrew.sim.stack import SimStack
@@ -22,9 +24,8 @@ in whole seconds) and each resumption within a report interval (a quarter second
 three losses stay within one step in all."""
 
 
-def job_metrics(pitcrew: SimStack, job: str) -> dict[tuple[str, str], float]:
-    """The job's series from whichever operator leads (only the leader accounts)."""
-    found: dict[tuple[str, str], float] = {}
+def samples(pitcrew: SimStack) -> Iterator[Sample]:
+    """The metric samples of whichever operator leads (only the leader accounts)."""
     for name in ("operator-a", "operator-b"):
         process = pitcrew.running.get(name)
         if process is None or process.poll() is not None:
@@ -33,11 +34,16 @@ def job_metrics(pitcrew: SimStack, job: str) -> dict[tuple[str, str], float]:
         with urllib.request.urlopen(url, timeout=5) as answer:
             text = answer.read().decode()
         for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                if sample.labels.get("job") != job:
-                    continue
-                key = (sample.name, sample.labels.get("category") or sample.labels.get("cause", ""))
-                found[key] = found.get(key, 0.0) + sample.value
+            yield from family.samples
+
+
+def job_metrics(pitcrew: SimStack, job: str) -> dict[tuple[str, str], float]:
+    found: dict[tuple[str, str], float] = {}
+    for sample in samples(pitcrew):
+        if sample.labels.get("job") != job:
+            continue
+        key = (sample.name, sample.labels.get("category") or sample.labels.get("cause", ""))
+        found[key] = found.get(key, 0.0) + sample.value
     return found
 
 
@@ -115,3 +121,76 @@ def test_wasted_time_matches_the_steps_a_job_lost_three_times(
     step = 1 / STEPS_PER_SECOND
     assert abs(wasted - lost * step) <= step, (wasted, lost, found)
     assert found.get(("pitcrew_job_seconds_total", "recovery"), 0.0) > 0
+
+
+def test_a_jobset_launched_job_is_accounted_under_its_own_name(
+    fleet_factory: type[Fleet], pitcrew: SimStack, api_client: client.ApiClient, namespace: str
+) -> None:
+    """A JobSet's pods as its controller creates them (the JobSet's labels and their
+    child Job's, no pitcrew.dev/* label): the operator accounts one job named after
+    the JobSet, with the GPUs of both workers, and none per child Job."""
+    crd(api_client, "jobset.x-k8s.io", "v1alpha2", "JobSet")
+    fleet = fleet_factory(size=2)
+    fleet.policy()
+    for node in fleet.nodes:
+        fleet.wait_phase(node, "Healthy")
+    jobset = client.CustomObjectsApi(api_client).create_namespaced_custom_object(
+        "jobset.x-k8s.io",
+        "v1alpha2",
+        namespace,
+        "jobsets",
+        {
+            "apiVersion": "jobset.x-k8s.io/v1alpha2",
+            "kind": "JobSet",
+            "metadata": {"name": "pretrain"},
+            "spec": {"replicatedJobs": [{"name": "workers", "replicas": 2}]},
+        },
+    )
+    owner = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "name": "pretrain",
+        "uid": jobset["metadata"]["uid"],
+    }
+    for index, node in enumerate(fleet.nodes):
+        child = f"pretrain-workers-{index}"
+        fleet.core.create_namespaced_pod(
+            namespace,
+            {
+                "metadata": {
+                    "name": f"{child}-0",
+                    "ownerReferences": [owner],
+                    "labels": {
+                        "jobset.sigs.k8s.io/jobset-name": "pretrain",
+                        "jobset.sigs.k8s.io/replicatedjob-name": "workers",
+                        "jobset.sigs.k8s.io/job-index": str(index),
+                        "batch.kubernetes.io/job-name": child,
+                        "job-name": child,
+                        "batch.kubernetes.io/job-completion-index": "0",
+                    },
+                },
+                "spec": {
+                    "nodeSelector": {"kubernetes.io/hostname": node},
+                    "containers": [
+                        {
+                            "name": "train",
+                            "image": "trainer:1",
+                            "resources": {"limits": {"nvidia.com/gpu": "8"}},
+                        }
+                    ],
+                    "terminationGracePeriodSeconds": 1,
+                },
+            },
+        )
+    account = f"{namespace}/pretrain"
+    found = eventually(
+        lambda: (m := gauges(pitcrew, "pitcrew_job_gpus")).get(account) == 16 and m,
+        timeout=30,
+        what="the JobSet accounted with both workers' GPUs",
+    )
+    assert not [job for job in found if "pretrain-workers" in job]
+
+
+def gauges(pitcrew: SimStack, name: str) -> dict[str, float]:
+    """One gauge by job."""
+    return {s.labels["job"]: s.value for s in samples(pitcrew) if s.name == name}

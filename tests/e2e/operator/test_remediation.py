@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from fleet import NAMESPACE, Fleet, eventually
+from fleet import NAMESPACE, Fleet, crd, eventually
 from kubernetes import client, utils
 
 from pitcrew.deploy import rbac
@@ -269,47 +269,6 @@ def test_webhook_is_retried_on_5xx_and_not_duplicated(
     assert fleet.phase(node) == "Remediating"
 
 
-def crd(
-    api: client.ApiClient,
-    group: str,
-    version: str,
-    kind: str,
-    schema: dict[str, Any] | None = None,
-    *,
-    scope: str = "Namespaced",
-) -> None:
-    """A CRD as its project publishes it, trimmed to ``schema`` (the fields Pitcrew
-    reads; anything else kept as written), and served before this returns."""
-    plural = f"{kind.lower()}s"
-    try:
-        client.ApiextensionsV1Api(api).create_custom_resource_definition(
-            {
-                "metadata": {"name": f"{plural}.{group}"},
-                "spec": {
-                    "group": group,
-                    "scope": scope,
-                    "names": {"kind": kind, "plural": plural, "singular": kind.lower()},
-                    "versions": [
-                        {
-                            "name": version,
-                            "served": True,
-                            "storage": True,
-                            "schema": {
-                                "openAPIV3Schema": schema
-                                or {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-                            },
-                        }
-                    ],
-                },
-            }
-        )
-    except client.ApiException as error:
-        if error.status != 409:
-            raise
-    custom = client.CustomObjectsApi(api)
-    eventually(lambda: _served(custom, group, version, plural), what=f"{kind} CRD served")
-
-
 def test_cluster_api_machine_is_annotated_for_remediation(
     fleet_factory: type[Fleet], api_client: client.ApiClient
 ) -> None:
@@ -355,14 +314,6 @@ def test_cluster_api_machine_is_annotated_for_remediation(
     )
     key = machine["metadata"]["annotations"]["cluster.x-k8s.io/remediate-machine"]
     assert key == fleet.gpunode(node)["status"]["remediation"]["reference"]
-
-
-def _served(custom: client.CustomObjectsApi, group: str, version: str, plural: str) -> bool:
-    try:
-        custom.list_namespaced_custom_object(group, version, "default", plural)
-    except client.ApiException:
-        return False
-    return True
 
 
 BARE_METAL_HOST = {
