@@ -54,7 +54,7 @@ from pitcrew.controller.settings import OperatorSettings
 from pitcrew.controller.store import Store
 from pitcrew.core.convert import node_view
 from pitcrew.core.fleet import Summary, after_decision, fleet_of, summarize
-from pitcrew.core.lifecycle import decide
+from pitcrew.core.lifecycle import Decision, decide
 from pitcrew.core.views import FleetView, NodeState, PolicyView
 
 logger = logging.getLogger(__name__)
@@ -73,6 +73,16 @@ class Steppable(Protocol):
     def step(self, now: datetime.datetime) -> None: ...
 
     def run_deleted(self) -> None: ...
+
+
+def counted(fleet: FleetView, *, node: str, before: GPUNodeStatus, decision: Decision) -> FleetView:
+    """The fleet after ``decision``, as the breaker must count it within a round: a node
+    taken out counts at once; a node on its way back keeps its slot, since its write
+    has not landed and may never (a refused write, a lapsed Lease). In later rounds
+    it keeps it until the write lands (:meth:`RoundLoop._members`)."""
+    if before.phase in UNHEALTHY and decision.status.phase not in UNHEALTHY:
+        return fleet
+    return after_decision(fleet, node=node, before=before, decision=decision)
 
 
 class RoundLoop:
@@ -298,9 +308,7 @@ class RoundLoop:
                 fleets[policy.name] = fleet
                 continue
             self.intended[name] = decision.status
-            fleets[policy.name] = after_decision(
-                fleet, node=name, before=state.status, decision=decision
-            )
+            fleets[policy.name] = counted(fleet, node=name, before=state.status, decision=decision)
             if decision.status.phase in UNHEALTHY and state.status.phase not in UNHEALTHY:
                 logger.info(
                     "%s: %s -> %s with %d of %d nodes of %s out before it",

@@ -18,6 +18,9 @@ from shell_fakes import (
 
 from pitcrew.api.gpunode import Phase
 from pitcrew.api.vocabulary import UNHEALTHY
+from pitcrew.controller.rounds import counted
+from pitcrew.core.lifecycle import Decision
+from pitcrew.core.views import FleetView
 
 NODES = [f"n{i}" for i in range(10)]
 
@@ -242,3 +245,17 @@ def test_a_cordon_someone_else_made_stays_when_no_policy_manages_the_node() -> N
     shell.store.put("node", theirs)
     shell.round("n2")
     assert shell.cluster.writes("edit_node") == []
+
+
+def test_within_a_round_a_node_on_its_way_back_keeps_its_slot() -> None:
+    """Found by the chaos suite under 429s: in one round a repaired node was decided
+    back to Validating (its slot freed at once) and the next node admitted into that
+    slot; the first node's write was refused, and 5 nodes were out with a limit of
+    4. The way back counts only once it lands; a take-out counts at once."""
+    fleet = FleetView(total=4, phases={Phase.REMEDIATING: 1, Phase.HEALTHY: 3})
+    back = Decision(status=healthy_status().model_copy(update={"phase": Phase.VALIDATING}))
+    remediating = healthy_status().model_copy(update={"phase": Phase.REMEDIATING})
+    assert counted(fleet, node="n0", before=remediating, decision=back) == fleet
+    out = Decision(status=remediating)
+    after = counted(fleet, node="n1", before=healthy_status(), decision=out)
+    assert after.count(*UNHEALTHY) == 2
