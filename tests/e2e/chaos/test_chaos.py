@@ -10,7 +10,6 @@ the rest of the suite, since they leave the machine loaded for minutes.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -94,11 +93,6 @@ def test_the_control_plane_restarted_every_20_s_in_the_middle_of_drains(
     scenario(chaos, lambda: devcluster.restart(directory=cluster_dir, component=component))
 
 
-@pytest.mark.skipif(
-    not os.environ.get("PITCREW_CHAOS_THROTTLE"),
-    reason="still finds the breaker one node over its limit under 429s, an open bug "
-    "(docs/reliability.md); PITCREW_CHAOS_THROTTLE=1 runs it",
-)
 def test_a_throttling_apiserver_answering_429_during_a_mass_failure(
     chaos: Chaos, cluster_dir: Path, api_client: client.ApiClient
 ) -> None:
