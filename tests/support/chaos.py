@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import urllib3
 from fleet import GROUP_LABEL, NAMESPACE, Fleet, eventually
 from kubernetes import client
 
@@ -94,7 +95,7 @@ class Sampler(threading.Thread):
                 pods = self.fleet.core.list_namespaced_pod(
                     self.namespace, label_selector=f"app={APP}"
                 ).items
-            except (client.ApiException, OSError):
+            except (client.ApiException, OSError, urllib3.exceptions.HTTPError):
                 continue  # the apiserver is down or busy: the next sample counts
             running = sum(
                 1
