@@ -11,7 +11,7 @@ the rest of the suite, since they leave the machine loaded for minutes.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -64,10 +64,10 @@ def chaos(
     run.finish()
 
 
-def scenario(chaos: Chaos, disrupt: object, every: float = EVERY) -> None:
+def scenario(chaos: Chaos, disrupt: Callable[[], object], every: float = EVERY) -> None:
     assert SECONDS is not None
     chaos.prepare()
-    outcome = chaos.run(seconds=SECONDS, every=every, disrupt=disrupt)  # type: ignore[arg-type]
+    outcome = chaos.run(seconds=SECONDS, every=every, disrupt=disrupt)
     chaos.check(outcome, seconds=SECONDS, every=every)
 
 

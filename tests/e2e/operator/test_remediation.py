@@ -94,6 +94,26 @@ def _secret(core: client.CoreV1Api, name: str, data: dict[str, str]) -> None:
 CREDENTIALS = {"username": "admin", "password": "password"}
 
 
+def reset_reached_the_bmc(fleet: Fleet, node: str, log: Path) -> client.CoreV1Event:
+    """The reset in the emulator's request log, and the operator's RemediationStarted
+    Event. The BMC's own log is the evidence that the reset reached it (its power
+    state is Off only for an instant, which polling may well miss)."""
+    eventually(
+        lambda: (
+            f"POST /redfish/v1/Systems/{SYSTEM_UUID}/Actions/ComputerSystem.Reset"
+            in log.read_text(errors="replace")
+        ),
+        timeout=30,
+        what="the reset request at the BMC",
+    )
+    started: client.CoreV1Event = eventually(
+        lambda: next((e for e in fleet.events(node) if e.reason == "RemediationStarted"), None),
+        timeout=30,
+        what="RemediationStarted event",
+    )
+    return started
+
+
 def test_redfish_reboot_reaches_the_bmc_named_by_the_inventory(
     fleet_factory: type[Fleet], bmc: str, core: client.CoreV1Api, tmp_path: Path
 ) -> None:
@@ -115,22 +135,7 @@ def test_redfish_reboot_reaches_the_bmc_named_by_the_inventory(
         fleet.wait_phase(node, "Healthy")
         assert system_power(bmc) == "On"
         fleet.inject(node, FATAL_XID)
-        # The BMC's own request log is the evidence that the reset reached it (its
-        # power state is Off only for an instant, which polling may well miss).
-        log = tmp_path / "emulator.log"
-        eventually(
-            lambda: (
-                f"POST /redfish/v1/Systems/{SYSTEM_UUID}/Actions/ComputerSystem.Reset"
-                in log.read_text(errors="replace")
-            ),
-            timeout=30,
-            what="the reset request at the BMC",
-        )
-        started = eventually(
-            lambda: next((e for e in fleet.events(node) if e.reason == "RemediationStarted"), None),
-            timeout=30,
-            what="RemediationStarted event",
-        )
+        started = reset_reached_the_bmc(fleet, node, tmp_path / "emulator.log")
         assert "Redfish ForceRestart" in started.message
         assert "BMC from the inventory" in started.message
         fleet.wait_phase(node, "Healthy", timeout=90)
@@ -394,20 +399,7 @@ def test_redfish_reboot_reaches_the_bmc_a_bare_metal_host_names(
         )
         fleet.wait_phase(node, "Healthy")
         fleet.inject(node, FATAL_XID)
-        log = tmp_path / "emulator.log"
-        eventually(
-            lambda: (
-                f"POST /redfish/v1/Systems/{SYSTEM_UUID}/Actions/ComputerSystem.Reset"
-                in log.read_text(errors="replace")
-            ),
-            timeout=30,
-            what="the reset request at the BMC",
-        )
-        started = eventually(
-            lambda: next((e for e in fleet.events(node) if e.reason == "RemediationStarted"), None),
-            timeout=30,
-            what="RemediationStarted event",
-        )
+        started = reset_reached_the_bmc(fleet, node, tmp_path / "emulator.log")
         assert f"BMC from the BareMetalHost {hosts}/rack7-u12" in started.message
         fleet.wait_phase(node, "Healthy", timeout=90)
     finally:
