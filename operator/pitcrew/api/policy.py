@@ -485,6 +485,33 @@ class GoodputSpec(ApiModel):
     )
 
 
+class StragglerSpec(ApiModel):
+    """When a node that slows its job down is taken out (reason ``Straggler``).
+
+    A synchronous job runs at the pace of its slowest rank: a throttled GPU or a
+    degraded link costs the MFU of every GPU in the job while each health check
+    passes. Rank 0's progress report names the slowest ranks' nodes (the framework
+    hooks gather every rank's step time); a node named slower than the job's median
+    by ``slowerThanMedianPercent`` in ``consecutiveReports`` reports in a row is
+    made Suspect and drained at the job's next checkpoint like any degraded fault."""
+
+    enabled: bool = Field(default=True, description="Take out nodes that straggle.")
+    slower_than_median_percent: int = Field(
+        default=20,
+        ge=5,
+        le=1000,
+        description="How much slower than the job's median step time a node must be to "
+        "count as its straggler in one report.",
+    )
+    consecutive_reports: int = Field(
+        default=3,
+        ge=2,
+        le=100,
+        description="Reports in a row a node must be the straggler before it is taken "
+        "out: one slow step is noise, so at least 2.",
+    )
+
+
 class GPUHealthPolicySpec(ApiModel):
     node_selector: LabelSelector = Field(description="Nodes this policy manages; must not overlap.")
     checks: ChecksSpec = Field(default_factory=ChecksSpec)
@@ -493,6 +520,7 @@ class GPUHealthPolicySpec(ApiModel):
     safety: SafetySpec = Field(default_factory=SafetySpec)
     spares: SparesSpec = Field(default_factory=SparesSpec)
     goodput: GoodputSpec = Field(default_factory=GoodputSpec)
+    stragglers: StragglerSpec = Field(default_factory=StragglerSpec)
 
 
 class BreakerStatus(ApiModel):

@@ -52,6 +52,9 @@ PROGRESS_ANNOTATION: Final = f"{PREFIX}/progress"
 """JSON progress of rank 0: step, checkpoint step, times, FLOPs per step."""
 CHECKPOINT_ANNOTATION: Final = f"{PREFIX}/checkpoint-at"
 """When the pod last checkpointed: a checkpoint-aware drain waits for the next one."""
+STRAGGLER_REASON: Final = "Straggler"
+"""The reason a node is Suspect when its job's reports name it the slowest, again and
+again (:mod:`pitcrew.core.stragglers`)."""
 
 # -- on Pitcrew's own Jobs and pods -------------------------------------------------------------
 PROBE_LABEL: Final = f"{PREFIX}/probe"

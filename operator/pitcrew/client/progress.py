@@ -43,9 +43,11 @@ from pathlib import Path
 from typing import Any
 
 from pitcrew.api.vocabulary import PROGRESS_ANNOTATION
-from pitcrew.core.job_ledger import Progress
+from pitcrew.core.job_ledger import Progress, RankTime
 
 logger = logging.getLogger(__name__)
+Timing = tuple[float, tuple[RankTime, ...]]
+"""The median rank's step time and the slowest nodes (:func:`pitcrew.client.ranks.summarize`)."""
 SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
@@ -62,6 +64,12 @@ def encode(progress: Progress) -> str:
     ):
         if value is not None:
             fields[key] = value
+    if progress.step_seconds is not None:
+        fields["stepSeconds"] = round(progress.step_seconds, 6)
+    if progress.slowest:
+        fields["slowest"] = [
+            {"node": r.node, "stepSeconds": round(r.step_seconds, 6)} for r in progress.slowest
+        ]
     return json.dumps(fields, separators=(",", ":"))
 
 
@@ -90,6 +98,8 @@ def parse(text: str) -> Progress:
             flops_per_step=_optional(float, raw.get("flopsPerStep")),
             parameters=_optional(int, raw.get("parameters")),
             tokens_per_step=_optional(int, raw.get("tokensPerStep")),
+            step_seconds=_optional(_seconds, raw.get("stepSeconds")),
+            slowest=_slowest(raw.get("slowest")),
         )
     except KeyError as missing:
         raise MalformedProgressError(f"{PROGRESS_ANNOTATION} has no {missing}") from None
@@ -108,6 +118,31 @@ def decode(text: str | None) -> Progress | None:
         return parse(text)
     except MalformedProgressError:
         return None
+
+
+MAX_SLOWEST = 8
+"""Nodes a report may name as its slowest: the few a straggler is among, not a census."""
+
+
+def _seconds(value: Any) -> float:
+    seconds = float(value)
+    if not 0 < seconds < float("inf"):
+        raise ValueError(f"step time {value!r} is not a positive number of seconds")
+    return seconds
+
+
+def _slowest(value: Any) -> tuple[RankTime, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or len(value) > MAX_SLOWEST:
+        raise ValueError(f"slowest must be a list of at most {MAX_SLOWEST} nodes")
+    found = []
+    for entry in value:
+        node = entry.get("node") if isinstance(entry, dict) else None
+        if not isinstance(node, str) or not 0 < len(node) <= 253:
+            raise ValueError(f"slowest entry {entry!r} names no node")
+        found.append(RankTime(node, _seconds(entry.get("stepSeconds"))))
+    return tuple(found)
 
 
 def _optional(convert: Callable[[Any], Any], value: Any) -> Any:
@@ -151,13 +186,24 @@ class ProgressReporter:
         self._last_write = -float("inf")
         self._checkpoint: tuple[int, datetime.datetime] | None = None
         self._step = 0
+        self._ranks: Timing | None = None
 
-    def step(self, step: int) -> bool:
-        """Record the step reached; writes when ``min_interval`` has passed. True if written."""
+    def step(self, step: int, *, ranks: Timing | None = None) -> bool:
+        """Record the step reached; writes when ``min_interval`` has passed. True if written.
+
+        ``ranks``: the median step time and the slowest nodes, gathered from every rank
+        (:mod:`pitcrew.client.distributed` does it). Sent once, with the next write."""
         self._step = step
+        if ranks is not None:
+            self._ranks = ranks
         if time.monotonic() - self._last_write < self.min_interval:
             return False
         return self._write()
+
+    def flops(self, flops_per_step: float) -> None:
+        """The model FLOPs per step, where the framework measures them as it goes."""
+        _, parameters, tokens = self.model
+        self.model = (flops_per_step, parameters, tokens)
 
     def checkpoint(self, step: int) -> bool:
         """Record a finished checkpoint at ``step``; written at once."""
@@ -183,6 +229,8 @@ class ProgressReporter:
             flops_per_step=flops,
             parameters=parameters,
             tokens_per_step=tokens,
+            step_seconds=self._ranks[0] if self._ranks else None,
+            slowest=self._ranks[1] if self._ranks else (),
         )
         try:
             self._core().patch_namespaced_pod(
@@ -194,6 +242,7 @@ class ProgressReporter:
             logger.warning("could not report progress on pod %s", self.pod, exc_info=True)
             return False
         self._last_write = time.monotonic()
+        self._ranks = None  # one gathering counts in one report, never twice
         return True
 
     def _core(self) -> Any:

@@ -15,11 +15,12 @@ import contextlib
 import datetime
 import logging
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 from pitcrew.api.gpunode import Phase
 from pitcrew.api.meta import Duration
+from pitcrew.api.policy import StragglerSpec
 from pitcrew.api.vocabulary import (
     OUT_OF_SERVICE,
     PROGRESS_ANNOTATION,
@@ -38,6 +39,7 @@ from pitcrew.core.job_ledger import (
     JobPod,
     Progress,
 )
+from pitcrew.core.stragglers import Streaks
 
 logger = logging.getLogger(__name__)
 RECENTLY_OUT = datetime.timedelta(minutes=10)
@@ -59,9 +61,14 @@ class Accountant:
         now: datetime.datetime,
         max_jobs: int = 200,
         flag: Flag | None = None,
+        wake: Callable[[Iterable[str]], None] | None = None,
     ) -> None:
         self.store = store
         self.flag = flag
+        self.wake = wake
+        """Queues nodes for a decision: those a straggler verdict or a job's checkpoint
+        concerns (the round loop's ``mark``)."""
+        self.streaks = Streaks()
         self.flagged: set[tuple[str, int]] = set()
         """(pod UID, hash of the value) already reported: one Event per bad value, not
         one every tick."""
@@ -218,6 +225,7 @@ class Accountant:
         observations = self._observations(out, recent)
         for job in set(self.jobs) - set(observations):  # every pod gone: the job is over
             self.jobs.pop(job, None)
+        self._protect(observations)
         if self.flagged:
             live = {str((p.get("metadata") or {}).get("uid", "")) for p in self.store.pods.values()}
             self.flagged = {key for key in self.flagged if key[0] in live}
@@ -261,6 +269,41 @@ class Accountant:
         else:
             with contextlib.suppress(KeyError):
                 metrics.JOB_GPUS.remove(job_tracking.OTHER)
+
+    def _protect(self, observations: dict[str, JobObservation]) -> None:
+        """What the jobs' reports tell the lifecycle: each job's last checkpoint (a
+        Suspect node drains after it) and which nodes straggle."""
+        judged: dict[str, StragglerSpec] = {}
+        woken: set[str] = set()
+        for job, observation in observations.items():
+            nodes = {p.node for p in observation.pods if p.running and not p.gone and p.node}
+            own = {node: spec for node in nodes if (spec := self._straggler_spec(node))}
+            judged.update(own)
+            self.streaks.observe(job, observation.progress, own)
+            saved = observation.progress.checkpoint_time if observation.progress else None
+            if saved is not None and self.store.job_checkpoints.get(job) != saved:
+                self.store.job_checkpoints[job] = saved
+                woken |= nodes
+        self.streaks.keep(set(observations))
+        for job in set(self.store.job_checkpoints) - set(observations):
+            del self.store.job_checkpoints[job]
+        stragglers = self.streaks.stragglers(judged)
+        changed = set(stragglers.items()) ^ set(self.store.stragglers.items())
+        for node, why in stragglers.items():
+            if node not in self.store.stragglers:
+                logger.info("%s: %s", node, why)
+        self.store.stragglers = stragglers
+        woken |= {node for node, _ in changed}
+        if woken and self.wake is not None:
+            self.wake(sorted(woken))
+
+    def _straggler_spec(self, node: str) -> StragglerSpec | None:
+        """The straggler setting of a node in service under exactly one policy."""
+        pools = self.store.policies_of(node)
+        if len(pools) != 1 or self.store.summary(node).phase is not Phase.HEALTHY:
+            return None
+        policy = self.store.policy(pools[0])
+        return policy.spec.stragglers if policy and policy.spec.stragglers.enabled else None
 
     def _pool_of(self, observation: JobObservation) -> str:
         """The pool most of the job's pods run in (a job rarely spans two)."""

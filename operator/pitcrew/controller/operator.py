@@ -14,7 +14,7 @@ import asyncio
 import datetime
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -63,12 +63,16 @@ def build(
         ref = pod_ref(meta.get("namespace", ""), meta.get("name", ""), meta.get("uid", ""))
         events.emit(ref, reason=reason, message=message, warning=True)
 
-    accountant = Accountant(store, now=utc_now(), max_jobs=settings.max_jobs, flag=flag)
-    pool = ThreadPoolExecutor(max_workers=settings.workers, thread_name_prefix="pitcrew-exec")
     holder: list[RoundLoop] = []
 
     def requeue(node: str, seconds: float) -> None:
         holder[0].requeue(node, seconds)
+
+    def wake(nodes: Iterable[str]) -> None:
+        holder[0].mark(nodes)
+
+    accountant = Accountant(store, now=utc_now(), max_jobs=settings.max_jobs, flag=flag, wake=wake)
+    pool = ThreadPoolExecutor(max_workers=settings.workers, thread_name_prefix="pitcrew-exec")
 
     executor = Executor(
         cluster=cluster,

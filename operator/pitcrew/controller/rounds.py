@@ -292,10 +292,11 @@ class RoundLoop:
             status = self.executor.known(name)
             rung = status.remediation
             state = NodeState(
-                node=node_view(node, self.store.pods_on(name)),
+                node=node_view(node, self.store.pods_on(name), self.store.job_checkpoints),
                 status=status,
                 checks=self.store.published_checks(name),
                 rung_started=rung is None or self.executor.started(name, rung.reference),
+                straggler=self.store.stragglers.get(name, ""),
             )
             decision = decide(
                 state=state,

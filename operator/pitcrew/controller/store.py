@@ -15,6 +15,7 @@ a walk over cached tuples, not over parsing and label matching.
 
 from __future__ import annotations
 
+import datetime
 from collections import defaultdict
 from typing import Any
 
@@ -57,6 +58,12 @@ class Store:
         """Training pods (``pitcrew.dev/job``) deleted since the accountant last took
         them (:meth:`take_departed`), by UID, as last seen: when a pod stopped is
         evidence the job ledger needs even after the pod is gone."""
+        self.stragglers: dict[str, str] = {}
+        """Nodes their jobs' reports name the straggler, with why (the accountant
+        keeps it, :mod:`pitcrew.core.stragglers`)."""
+        self.job_checkpoints: dict[str, datetime.datetime] = {}
+        """Each training job's last checkpoint (``namespace/job``), from rank 0's
+        progress report: every rank's pod checkpointed then, though only rank 0 says so."""
         self._statuses: dict[str, tuple[Any, GPUNodeStatus, Summary, str]] = {}
         self._policies: dict[str, tuple[Any, PolicyView | None, str]] = {}
         self._matched: dict[str, tuple[Any, int, tuple[str, ...]]] = {}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pydantic import ValidationError
@@ -36,7 +36,11 @@ def parse_time(value: Any) -> datetime.datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)
 
 
-def pod_view(pod: dict[str, Any]) -> PodView:
+def pod_view(
+    pod: dict[str, Any], checkpoints: Mapping[str, datetime.datetime] | None = None
+) -> PodView:
+    """``checkpoints``: each training job's last checkpoint (``namespace/job``) as its
+    rank 0 reports it; a pod of the job checkpointed then, though only rank 0 says so."""
     meta = pod.get("metadata", {})
     owners = meta.get("ownerReferences") or []
     controller = next((o for o in owners if o.get("controller")), owners[0] if owners else {})
@@ -51,6 +55,7 @@ def pod_view(pod: dict[str, Any]) -> PodView:
         ),
         "",
     )
+    job = identity.name if (identity := training_job(pod)) else ""
     return PodView(
         namespace=meta.get("namespace", ""),
         name=meta.get("name", ""),
@@ -59,8 +64,11 @@ def pod_view(pod: dict[str, Any]) -> PodView:
         terminating=meta.get("deletionTimestamp") is not None,
         finished=phase in ("Succeeded", "Failed"),
         probe=PROBE_LABEL in labels,
-        checkpoint_at=parse_time(annotations.get(CHECKPOINT_ANNOTATION)),
-        job=(identity.name if (identity := training_job(pod)) else ""),
+        checkpoint_at=_latest(
+            parse_time(annotations.get(CHECKPOINT_ANNOTATION)),
+            (checkpoints or {}).get(f"{meta.get('namespace', '')}/{job}") if job else None,
+        ),
+        job=job,
         job_name=str(labels.get("batch.kubernetes.io/job-name") or labels.get("job-name") or ""),
         succeeded=phase == "Succeeded",
         disruption=disruption,
@@ -68,7 +76,15 @@ def pod_view(pod: dict[str, Any]) -> PodView:
     )
 
 
-def node_view(node: dict[str, Any], pods: Iterable[dict[str, Any]] = ()) -> NodeView:
+def _latest(*moments: datetime.datetime | None) -> datetime.datetime | None:
+    return max((m for m in moments if m is not None), default=None)
+
+
+def node_view(
+    node: dict[str, Any],
+    pods: Iterable[dict[str, Any]] = (),
+    checkpoints: Mapping[str, datetime.datetime] | None = None,
+) -> NodeView:
     meta = node.get("metadata", {})
     spec = node.get("spec") or {}
     conditions = (node.get("status") or {}).get("conditions") or []
@@ -84,7 +100,7 @@ def node_view(node: dict[str, Any], pods: Iterable[dict[str, Any]] = ()) -> Node
             for t in spec.get("taints") or []
         ),
         ready=ready,
-        pods=tuple(pod_view(p) for p in pods),
+        pods=tuple(pod_view(p, checkpoints) for p in pods),
         gpus=gpu_capacity(node),
         boot_id=str(((node.get("status") or {}).get("nodeInfo") or {}).get("bootID") or ""),
     )

@@ -63,6 +63,15 @@ class Cause(StrEnum):
 
 
 @dataclass(frozen=True)
+class RankTime:
+    """A node's step time in one report: the slowest of its ranks, averaged over the
+    steps since the previous report."""
+
+    node: str
+    step_seconds: float
+
+
+@dataclass(frozen=True)
 class Progress:
     """One report from rank 0 (the ``pitcrew.dev/progress`` pod annotation)."""
 
@@ -74,6 +83,11 @@ class Progress:
     """Model FLOPs per optimizer step (all ranks), or None to estimate 6·N·tokens."""
     parameters: int | None = None
     tokens_per_step: int | None = None
+    step_seconds: float | None = None
+    """The median rank's step time since the previous report, when every rank's was
+    gathered (the framework hooks do)."""
+    slowest: tuple[RankTime, ...] = ()
+    """The slowest ranks' nodes and their step times, slowest first."""
 
     @property
     def model_flops_per_step(self) -> float | None:

@@ -58,6 +58,7 @@ from pitcrew.api.vocabulary import (
     QUARANTINE_TAINT,
     RETIRED_TAINT,
     SPARE_TAINT,
+    STRAGGLER_REASON,
     UNHEALTHY,
     VALIDATING_TAINT,
 )
@@ -581,8 +582,17 @@ def _validating(b: _Builder) -> None:
     _quarantined(b)
 
 
-def _healthy(b: _Builder) -> None:
+def _finding(b: _Builder) -> Finding | None:
+    """What takes a node in service out: its worst failing check, or else its job's
+    verdict that it is the straggler (a degraded fault no check of its own sees)."""
     finding = worst_finding(b.status)
+    if finding is None and b.state.straggler:
+        return Finding(FaultClass.DEGRADED, STRAGGLER_REASON, b.state.straggler, ())
+    return finding
+
+
+def _healthy(b: _Builder) -> None:
+    finding = _finding(b)
     if finding is not None:
         _take_out(b, finding, admitted_already=False)
         return
@@ -626,7 +636,7 @@ def _requested_validation(b: _Builder) -> None:
 
 
 def _spare(b: _Builder) -> None:
-    if worst_finding(b.status) is not None or b.node.validation_requested:
+    if _finding(b) is not None or b.node.validation_requested:
         _healthy(b)
         return
     if not b.node.has_taint(SPARE_TAINT):
@@ -659,7 +669,10 @@ def _could_not_check(status: GPUNodeStatus) -> bool:
 def _suspect(b: _Builder) -> None:
     status, spec = b.status, b.policy.spec
     finding = worst_finding(status)
-    if finding is None and not _could_not_check(status):
+    # A straggler's verdict came from its job, which a drain will move: no later
+    # report clears it, a validation does (after the drain at the next checkpoint).
+    straggling = finding is None and status.reason == STRAGGLER_REASON
+    if finding is None and not straggling and not _could_not_check(status):
         _back_in_service(b, "FaultCleared", "the degraded condition cleared")
         return
     # A check that could not run is no evidence the fault cleared: still Suspect.

@@ -161,3 +161,6 @@ class NodeState:
     recorded; one whose start the API never saw (the old leader died, or the
     apiserver went away, between the intent and the call) is resumed if it is
     idempotent for its key."""
+    straggler: str = ""
+    """Why a job's progress reports name this node its straggler, again and again
+    (:mod:`pitcrew.core.stragglers`); empty when none does."""

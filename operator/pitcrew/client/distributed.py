@@ -1,0 +1,189 @@
+"""Progress, checkpoints and stragglers from a ``torch.distributed`` job: one object,
+one call a step.
+
+Every rank makes a :class:`TrainingReporter`; only rank 0 writes to Kubernetes::
+
+    from pitcrew.client.distributed import TrainingReporter
+
+    pitcrew = TrainingReporter(model, tokens_per_step=batch * seq_len)
+    for step in range(start, steps):
+        loss = model(batch).loss      # the forward pass is timed by hooks on ``model``
+        loss.backward(); optimizer.step()
+        pitcrew.step(step)
+        if step % 500 == 0:
+            save_checkpoint()
+            pitcrew.checkpoint(step)
+
+A synchronous job waits for its slowest rank at every collective, so the wall time
+of a step is the same on every rank. What tells the straggler is each rank's own
+compute: the forward pass (hooks on the module, with CUDA events on a GPU, so
+nothing synchronises the stream), or any block wrapped in :meth:`compute`. Every
+few steps, all ranks gather their compute and wall time per step with **one**
+``all_gather`` of two floats per rank, and rank 0 reports the median and the
+slowest nodes (:func:`pitcrew.client.ranks.summarize`). The next gathering comes
+after ``min_interval`` seconds' worth of steps, counted from the gathered wall
+times, which every rank holds alike: the ranks agree on when to gather without a
+word more.
+
+Node names come from ``NODE_NAME`` (the downward API's ``spec.nodeName``) or the
+hostname, gathered once. Nothing here raises into the training loop: a failed
+write or gathering is logged and the next one tried.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+import socket
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from pitcrew.client.progress import ProgressReporter, Timing
+from pitcrew.client.ranks import summarize
+
+logger = logging.getLogger(__name__)
+FIRST_GATHER = 10
+"""Steps before the first gathering: step times settle after the first few."""
+
+
+class ComputeTimer:
+    """Seconds of this rank's own compute, from hooks or blocks; CUDA events on a GPU
+    (read only at the next gathering, when they have long completed)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._started: Any = None
+        self._events: list[tuple[Any, Any]] = []
+
+    def start(self) -> None:
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            self._started = torch.cuda.Event(enable_timing=True)
+            self._started.record()
+        else:
+            self._started = time.perf_counter()
+
+    def stop(self) -> None:
+        started, self._started = self._started, None
+        if started is None:
+            return
+        if isinstance(started, float):
+            self.seconds += time.perf_counter() - started
+            return
+        end = torch.cuda.Event(enable_timing=True)
+        end.record()
+        self._events.append((started, end))
+
+    def take(self) -> float:
+        """The compute since the last call (``nan`` if nothing was timed)."""
+        for started, end in self._events:
+            end.synchronize()
+            self.seconds += started.elapsed_time(end) / 1000
+        timed = bool(self._events) or self.seconds > 0
+        seconds, self.seconds, self._events = self.seconds, 0.0, []
+        return seconds if timed else math.nan
+
+
+class TrainingReporter:
+    def __init__(
+        self,
+        model: torch.nn.Module | None = None,
+        *,
+        min_interval: float = 30.0,
+        flops_per_step: float | None = None,
+        parameters: int | None = None,
+        tokens_per_step: int | None = None,
+        node: str | None = None,
+        group: Any = None,
+        reporter: ProgressReporter | None = None,
+    ) -> None:
+        self.distributed = dist.is_available() and dist.is_initialized()
+        self.group = group
+        self.rank = dist.get_rank(group) if self.distributed else 0
+        self.world = dist.get_world_size(group) if self.distributed else 1
+        self.node = node or os.environ.get("NODE_NAME") or socket.gethostname()
+        self.min_interval = min_interval
+        self.reporter = reporter
+        if self.rank == 0 and reporter is None:
+            self.reporter = ProgressReporter(
+                min_interval=min_interval,
+                flops_per_step=flops_per_step,
+                parameters=parameters
+                if parameters is not None or model is None
+                else sum(p.numel() for p in model.parameters()),
+                tokens_per_step=tokens_per_step,
+            )
+        self.timer = ComputeTimer()
+        self.every = FIRST_GATHER
+        self.nodes: list[str] | None = None
+        self._steps = 0
+        self._since = time.perf_counter()
+        if model is not None:
+            self.watch(model)
+
+    def watch(self, module: torch.nn.Module) -> None:
+        """Time every forward pass of ``module`` as this rank's compute."""
+        module.register_forward_pre_hook(lambda *_: self.timer.start())
+        module.register_forward_hook(lambda *_: self.timer.stop())
+
+    @contextlib.contextmanager
+    def compute(self) -> Iterator[None]:
+        """Time a block as this rank's compute: one that waits on no other rank."""
+        self.timer.start()
+        try:
+            yield
+        finally:
+            self.timer.stop()
+
+    def step(self, step: int) -> None:
+        """The step just finished. Every rank calls it, every step."""
+        self._steps += 1
+        ranks = self._gather() if self._steps >= self.every else None
+        if self.reporter is not None:
+            self.reporter.step(step, ranks=ranks)
+
+    def checkpoint(self, step: int) -> None:
+        """A checkpoint at ``step`` is saved (written by rank 0 at once)."""
+        if self.reporter is not None:
+            self.reporter.checkpoint(step)
+
+    def flops(self, flops_per_step: float) -> None:
+        if self.reporter is not None:
+            self.reporter.flops(flops_per_step)
+
+    def _gather(self) -> Timing | None:
+        now = time.perf_counter()
+        wall = (now - self._since) / self._steps
+        compute = self.timer.take() / self._steps
+        self._since, self._steps = now, 0
+        try:
+            gathered = self._all_gather(compute if not math.isnan(compute) else wall, wall)
+        except Exception:  # a broken group fails training by itself, not through us
+            logger.warning("could not gather the ranks' step times", exc_info=True)
+            return None
+        # Every rank holds the same walls: they agree on the next gathering.
+        slowest_wall = max(w for _, w in gathered)
+        self.every = max(1, math.ceil(self.min_interval / slowest_wall)) if slowest_wall else 1
+        if self.nodes is None or len(self.nodes) != len(gathered):
+            return None
+        return summarize([c for c, _ in gathered], self.nodes)
+
+    def _all_gather(self, compute: float, wall: float) -> list[tuple[float, float]]:
+        if not self.distributed or self.world == 1:
+            self.nodes = [self.node]
+            return [(compute, wall)]
+        if self.nodes is None:
+            names: list[Any] = [None] * self.world
+            dist.all_gather_object(names, self.node, group=self.group)
+            self.nodes = [str(n or "") for n in names]
+        cuda = dist.get_backend(self.group) == "nccl"
+        device = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
+        mine = torch.tensor([compute, wall], dtype=torch.float64, device=device)
+        out = [torch.zeros_like(mine) for _ in range(self.world)]
+        dist.all_gather(out, mine, group=self.group)
+        return [(float(t[0]), float(t[1])) for t in out]
