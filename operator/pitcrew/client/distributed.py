@@ -33,13 +33,14 @@ write or gathering is logged and the next one tried.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import math
 import os
 import socket
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, ParamSpec
 
 import torch
 import torch.distributed as dist
@@ -48,8 +49,22 @@ from pitcrew.client.progress import ProgressReporter, Timing
 from pitcrew.client.ranks import summarize
 
 logger = logging.getLogger(__name__)
+P = ParamSpec("P")
 FIRST_GATHER = 10
 """Steps before the first gathering: step times settle after the first few."""
+
+
+def guarded(hook: Callable[P, None]) -> Callable[P, None]:
+    """A framework hook that logs its failures instead of raising them into training."""
+
+    @functools.wraps(hook)
+    def run(*args: P.args, **kwargs: P.kwargs) -> None:
+        try:
+            hook(*args, **kwargs)
+        except Exception:  # a report is never worth a training run
+            logger.warning("Pitcrew's %s failed; training goes on", hook.__name__, exc_info=True)
+
+    return run
 
 
 class ComputeTimer:

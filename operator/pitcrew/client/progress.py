@@ -35,6 +35,7 @@ from __future__ import annotations
 import datetime
 import json
 import logging
+import math
 import os
 import socket
 import time
@@ -65,10 +66,10 @@ def encode(progress: Progress) -> str:
         if value is not None:
             fields[key] = value
     if progress.step_seconds is not None:
-        fields["stepSeconds"] = round(progress.step_seconds, 6)
+        fields["stepSeconds"] = _microseconds(progress.step_seconds)
     if progress.slowest:
         fields["slowest"] = [
-            {"node": r.node, "stepSeconds": round(r.step_seconds, 6)} for r in progress.slowest
+            {"node": r.node, "stepSeconds": _microseconds(r.step_seconds)} for r in progress.slowest
         ]
     return json.dumps(fields, separators=(",", ":"))
 
@@ -124,7 +125,15 @@ MAX_SLOWEST = 8
 """Nodes a report may name as its slowest: the few a straggler is among, not a census."""
 
 
+def _microseconds(seconds: float) -> float:
+    """A step time as written: to the microsecond, and never under one (a rank whose
+    compute timed as 0 must not make the whole report unreadable)."""
+    return max(round(seconds, 6), 1e-6) if math.isfinite(seconds) else 1e-6
+
+
 def _seconds(value: Any) -> float:
+    if isinstance(value, bool):
+        raise ValueError(f"step time {value!r} is not a number of seconds")
     seconds = float(value)
     if not 0 < seconds < float("inf"):
         raise ValueError(f"step time {value!r} is not a positive number of seconds")
@@ -252,7 +261,8 @@ class ProgressReporter:
             try:
                 config.load_incluster_config()
             except config.ConfigException:
-                config.load_kube_config()
+                # The client reads KUBECONFIG when it is imported, not when called.
+                config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
             self._api = client.CoreV1Api()
         return self._api
 

@@ -9,8 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from pitcrew.api import crdgen
 from pitcrew.api.meta import Duration
-from pitcrew.api.policy import GPUHealthPolicySpec, RemediationAction
+from pitcrew.api.policy import GPUHealthPolicy, GPUHealthPolicySpec, RemediationAction
 
 SELECTOR = {"matchLabels": {"nvidia.com/gpu.present": "true"}}
 
@@ -94,3 +95,53 @@ def test_periodic_verification_defaults_and_its_shortest_interval() -> None:
                 "validation": {"periodic": {"interval": "4m59s"}},
             }
         )
+
+
+def test_stragglers_are_taken_out_by_default_after_three_reports_twenty_percent_slow() -> None:
+    stragglers = GPUHealthPolicySpec.model_validate({"nodeSelector": SELECTOR}).stragglers
+    assert (
+        stragglers.enabled,
+        stragglers.slower_than_median_percent,
+        stragglers.consecutive_reports,
+    ) == (True, 20, 3)
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        (
+            {"consecutiveReports": 1},
+            r"stragglers\.consecutiveReports\n.*greater than or equal to 2",
+        ),
+        (
+            {"consecutiveReports": 101},
+            r"stragglers\.consecutiveReports\n.*less than or equal to 100",
+        ),
+        (
+            {"slowerThanMedianPercent": 2},
+            r"stragglers\.slowerThanMedianPercent\n.*greater than or equal to 5",
+        ),
+        (
+            {"slowerThanMedianPercent": 1001},
+            r"stragglers\.slowerThanMedianPercent\n.*less than or equal to 1000",
+        ),
+        ({"enable": False}, r"stragglers\.enable\n"),
+    ],
+)
+def test_a_straggler_setting_out_of_range_is_refused_with_its_field(
+    setting: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ValidationError, match=message):
+        GPUHealthPolicySpec.model_validate({"nodeSelector": SELECTOR, "stragglers": setting})
+
+
+def test_the_crd_refuses_the_same_straggler_settings() -> None:
+    """The apiserver, not only the operator, refuses one report or a 2 % threshold."""
+    schema = crdgen.openapi_schema(GPUHealthPolicy)
+    fields = schema["properties"]["spec"]["properties"]["stragglers"]["properties"]
+    assert (fields["consecutiveReports"]["minimum"], fields["consecutiveReports"]["maximum"]) == (
+        2,
+        100,
+    )
+    percent = fields["slowerThanMedianPercent"]
+    assert (percent["minimum"], percent["maximum"]) == (5, 1000)

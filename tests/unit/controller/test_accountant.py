@@ -14,8 +14,10 @@ from shell_fakes import gpunode, healthy_status, node_object, policy_object, ver
 from pitcrew.api.gpunode import Phase, Transition
 from pitcrew.api.meta import Duration
 from pitcrew.api.vocabulary import JOB_LABEL, JOB_SIZE_LABEL, PROGRESS_ANNOTATION
+from pitcrew.client.progress import encode
 from pitcrew.controller.accountant import Accountant
 from pitcrew.controller.store import Store
+from pitcrew.core.job_ledger import Progress, RankTime
 
 HEARTBEAT = "pitcrew_agent_last_heartbeat_timestamp_seconds"
 
@@ -262,3 +264,101 @@ def test_a_jobset_is_accounted_by_its_own_name_without_pitcrews_labels() -> None
         "pitcrew_job_interruptions_total", {"job": "train/acct-js", "cause": "other"}
     )
     assert interruptions == 1
+
+
+STRAGGLER_JOB = "train/acct-slow"
+
+
+def straggler_fleet(*names: str, **policy: Any) -> Store:
+    store = Store()
+    store.put("policy", policy_object(**policy))
+    for name in names:
+        store.put("node", node_object(name))
+        store.put("gpunode", gpunode(name, healthy_status()))
+    for rank, name in enumerate(names[:2]):  # the job runs on the first two
+        pod = training_pod(f"slow-{rank}", name, f"slow-{rank}", T0)
+        pod["metadata"]["labels"] = {JOB_LABEL: "acct-slow", JOB_SIZE_LABEL: "2"}
+        store.put("pod", pod)
+    return store
+
+
+def rank_0_reports(store: Store, second: int, *slow: str, saved: int | None = None) -> None:
+    """Rank 0 writes a report at ``T0 + second`` naming ``slow`` at twice the median."""
+    pod = copy.deepcopy(store.pods[next(k for k in store.pods if k.endswith("slow-0"))])
+    pod["metadata"]["resourceVersion"] = version()
+    at = T0 + datetime.timedelta(seconds=second)
+    progress = Progress(
+        step=second,
+        time=at,
+        checkpoint_step=saved,
+        checkpoint_time=T0 + datetime.timedelta(seconds=saved) if saved is not None else None,
+        step_seconds=1.0,
+        slowest=tuple(RankTime(node, 2.0) for node in slow),
+    )
+    pod["metadata"]["annotations"] = {PROGRESS_ANNOTATION: encode(progress)}
+    store.put("pod", pod)
+
+
+def test_a_node_its_jobs_reports_name_slow_three_times_is_a_straggler() -> None:
+    store = straggler_fleet("acct-s0", "acct-s1", "acct-s9")
+    woken: list[list[str]] = []
+    accountant = Accountant(store, now=T0, wake=lambda nodes: woken.append(list(nodes)))
+    for second in (1, 2):
+        rank_0_reports(store, second, "acct-s1", "acct-s9")
+        accountant.tick(T0 + datetime.timedelta(seconds=second, milliseconds=500))
+    accountant.tick(T0 + datetime.timedelta(seconds=2, milliseconds=900))  # the same report
+    assert store.stragglers == {}
+    assert woken == []
+    rank_0_reports(store, 3, "acct-s1", "acct-s9")
+    accountant.tick(T0 + datetime.timedelta(seconds=3, milliseconds=500))
+    # acct-s9 is in service under the same policy, but the job has no pod on it.
+    assert list(store.stragglers) == ["acct-s1"]
+    assert STRAGGLER_JOB in store.stragglers["acct-s1"]
+    assert woken == [["acct-s1"]]
+    accountant.tick(T0 + datetime.timedelta(seconds=4))
+    assert woken == [["acct-s1"]]  # no news, no wake
+
+
+def test_a_straggler_taken_out_leaves_the_verdicts_and_is_woken_once_more() -> None:
+    store = straggler_fleet("acct-s2", "acct-s3")
+    woken: list[list[str]] = []
+    accountant = Accountant(store, now=T0, wake=lambda nodes: woken.append(list(nodes)))
+    for second in (1, 2, 3):
+        rank_0_reports(store, second, "acct-s3")
+        accountant.tick(T0 + datetime.timedelta(seconds=second, milliseconds=500))
+    assert list(store.stragglers) == ["acct-s3"]
+    suspect = healthy_status().model_copy(update={"phase": Phase.SUSPECT})
+    store.put("gpunode", gpunode("acct-s3", suspect))
+    rank_0_reports(store, 4, "acct-s3")
+    accountant.tick(T0 + datetime.timedelta(seconds=4, milliseconds=500))
+    assert store.stragglers == {}
+    assert woken == [["acct-s3"], ["acct-s3"]]
+
+
+def test_no_straggler_where_the_policy_disables_them() -> None:
+    store = straggler_fleet("acct-s4", "acct-s5", stragglers={"enabled": False})
+    woken: list[list[str]] = []
+    accountant = Accountant(store, now=T0, wake=lambda nodes: woken.append(list(nodes)))
+    for second in (1, 2, 3, 4):
+        rank_0_reports(store, second, "acct-s5")
+        accountant.tick(T0 + datetime.timedelta(seconds=second, milliseconds=500))
+    assert store.stragglers == {}
+    assert woken == []
+
+
+def test_a_jobs_new_checkpoint_is_kept_and_wakes_its_nodes() -> None:
+    store = straggler_fleet("acct-s6", "acct-s7")
+    woken: list[list[str]] = []
+    accountant = Accountant(store, now=T0, wake=lambda nodes: woken.append(list(nodes)))
+    rank_0_reports(store, 1, saved=1)
+    accountant.tick(T0 + datetime.timedelta(seconds=1, milliseconds=500))
+    assert store.job_checkpoints == {STRAGGLER_JOB: T0 + datetime.timedelta(seconds=1)}
+    assert woken == [["acct-s6", "acct-s7"]]
+    rank_0_reports(store, 2, saved=1)  # the same checkpoint again: no news
+    accountant.tick(T0 + datetime.timedelta(seconds=2, milliseconds=500))
+    assert woken == [["acct-s6", "acct-s7"]]
+    for key in list(store.pods):
+        store.put("pod", store.pods[key], deleted=True)
+    accountant.tick(T0 + datetime.timedelta(seconds=3))
+    accountant.tick(T0 + datetime.timedelta(seconds=4))
+    assert store.job_checkpoints == {}  # the job is over

@@ -8,11 +8,13 @@ Job controller), for a 2-node job; UIDs and hashes are placeholders.
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 import pytest
 
-from pitcrew.core.convert import pod_view, training_job
+from pitcrew.api.vocabulary import CHECKPOINT_ANNOTATION
+from pitcrew.core.convert import node_view, pod_view, training_job
 from pitcrew.core.job_discovery import JobIdentity, identify
 
 BATCH_CHILD = {
@@ -143,3 +145,43 @@ def test_pitcrews_own_probe_and_reset_pods_are_no_training_job() -> None:
     probe = pod({**INDEXED_JOB, "pitcrew.dev/probe": "true"}, gpus=8)
     assert training_job(probe) is None
     assert pod_view(probe).job == ""
+
+
+CHECKPOINT = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)
+
+
+def test_a_training_pod_checkpointed_when_its_jobs_rank_0_says() -> None:
+    """Only rank 0 reports; every pod of its job checkpointed with it."""
+    worker = pod(JOBSET, gpus=8)
+    assert pod_view(worker).checkpoint_at is None
+    assert pod_view(worker, {"ml/train": CHECKPOINT}).checkpoint_at == CHECKPOINT
+    assert (
+        node_view({"metadata": {"name": "n"}}, [worker], {"ml/train": CHECKPOINT})
+        .pods[0]
+        .checkpoint_at
+        == CHECKPOINT
+    )
+
+
+def test_the_later_of_the_pods_annotation_and_its_jobs_checkpoint_wins() -> None:
+    earlier, later = CHECKPOINT - datetime.timedelta(minutes=5), CHECKPOINT
+    for own, jobs in ((earlier, later), (later, earlier)):
+        worker = pod(JOBSET, gpus=8)
+        worker["metadata"]["annotations"] = {CHECKPOINT_ANNOTATION: own.isoformat()}
+        assert pod_view(worker, {"ml/train": jobs}).checkpoint_at == later
+
+
+def test_a_jobs_checkpoint_is_not_another_namespaces_nor_another_pods() -> None:
+    checkpoints = {"ml/train": CHECKPOINT}
+    elsewhere = pod(JOBSET, gpus=8)
+    elsewhere["metadata"]["namespace"] = "other"
+    assert pod_view(elsewhere, checkpoints).checkpoint_at is None
+    assert pod_view(pod(PYTORCHJOB_WORKER, gpus=8), checkpoints).checkpoint_at is None
+    # The JobSet is the job, not its child Job.
+    child = {"ml/train-workers-0": CHECKPOINT}
+    assert pod_view(pod(JOBSET, gpus=8), child).checkpoint_at is None
+    # A pod with the job's labels that asks for no GPU is no training pod of it.
+    assert pod_view(pod(JOBSET, gpus=0), checkpoints).checkpoint_at is None
+    # Nor is Pitcrew's own probe, which asks for GPUs.
+    probe = pod({**JOBSET, "pitcrew.dev/probe": "true"}, gpus=8)
+    assert pod_view(probe, checkpoints).checkpoint_at is None

@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import datetime
+import json
 from typing import Any
 
 import pytest
 
 from pitcrew.api.vocabulary import PROGRESS_ANNOTATION
 from pitcrew.client.progress import (
+    MAX_SLOWEST,
     MalformedProgressError,
     ProgressReporter,
     decode,
     encode,
     parse,
 )
-from pitcrew.core.job_ledger import Progress
+from pitcrew.core.job_ledger import Progress, RankTime
 
 T0 = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)
 
@@ -79,3 +81,144 @@ def test_an_oversized_or_broken_annotation_says_what_is_wrong() -> None:
         parse('{"time": "2026-12-01T12:00:00Z"}')
     with pytest.raises(MalformedProgressError, match="is not a progress report"):
         parse("{not json")
+
+
+# Step times and the slowest nodes (stragglers)
+
+TIMING = (1.5, (RankTime("gpu-node-0007", 2.25), RankTime("gpu-node-0003", 1.6)))
+
+
+def test_step_times_and_the_slowest_nodes_round_trip() -> None:
+    progress = Progress(step=7, time=T0, step_seconds=TIMING[0], slowest=TIMING[1])
+    text = encode(progress)
+    assert '"stepSeconds":1.5' in text
+    assert '"slowest":[{"node":"gpu-node-0007","stepSeconds":2.25}' in text
+    assert parse(text) == progress
+
+
+def test_a_report_without_step_times_writes_none() -> None:
+    text = encode(Progress(step=7, time=T0))
+    assert "stepSeconds" not in text
+    assert "slowest" not in text
+    assert parse(text).slowest == ()
+
+
+def with_timing(**fields: Any) -> str:
+    return json.dumps({"step": 1, "time": "2026-12-01T12:00:00Z", **fields})
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"stepSeconds": -1},
+        {"stepSeconds": 0},
+        {"stepSeconds": "inf"},
+        {"stepSeconds": "nan"},
+        {"stepSeconds": "fast"},
+        {"stepSeconds": 1, "slowest": [{"node": "a", "stepSeconds": -2}]},
+        {"stepSeconds": 1, "slowest": [{"node": "a", "stepSeconds": 0}]},
+        {"stepSeconds": 1, "slowest": [{"node": "a", "stepSeconds": "Infinity"}]},
+        {"stepSeconds": 1, "slowest": [{"node": "a", "stepSeconds": "NaN"}]},
+        {"stepSeconds": 1, "slowest": [{"node": "a"}]},
+        {"stepSeconds": 1, "slowest": [{"stepSeconds": 2}]},
+        {"stepSeconds": 1, "slowest": [{"node": "", "stepSeconds": 2}]},
+        {"stepSeconds": 1, "slowest": [{"node": 7, "stepSeconds": 2}]},
+        {"stepSeconds": 1, "slowest": [{"node": "n" * 254, "stepSeconds": 2}]},
+        {"stepSeconds": 1, "slowest": ["gpu-node-0001"]},
+        {"stepSeconds": 1, "slowest": {"node": "a", "stepSeconds": 2}},
+        {"stepSeconds": 1, "slowest": [{"node": f"n{i}", "stepSeconds": 2} for i in range(9)]},
+    ],
+    ids=repr,
+)
+def test_bad_step_times_or_slowest_nodes_are_refused(fields: dict[str, Any]) -> None:
+    with pytest.raises(MalformedProgressError, match="is not a progress report"):
+        parse(with_timing(**fields))
+
+
+def test_raw_json_infinity_and_nan_are_refused() -> None:
+    """Python's json reads the bare words, which no JSON writer should send."""
+    for word in ("Infinity", "-Infinity", "NaN"):
+        with pytest.raises(MalformedProgressError):
+            parse(with_timing(stepSeconds=1)[:-1] + f', "slowest": [], "stepSeconds": {word}}}')
+
+
+def test_the_most_nodes_and_the_longest_name_allowed_are_read() -> None:
+    slowest = [{"node": f"{i}" + "n" * 252, "stepSeconds": 2} for i in range(MAX_SLOWEST)]
+    found = parse(with_timing(stepSeconds=1, slowest=slowest))
+    assert len(found.slowest) == MAX_SLOWEST == 8
+    assert len(found.slowest[0].node) == 253
+
+
+def annotation(patch: dict[str, Any]) -> Progress:
+    return parse(patch["metadata"]["annotations"][PROGRESS_ANNOTATION])
+
+
+def test_the_ranks_timing_is_sent_in_one_write_not_the_next() -> None:
+    pods = Pods()
+    reporter = ProgressReporter(pod="p", namespace="ns", api=pods, min_interval=0, clock=lambda: T0)
+    assert reporter.step(1, ranks=TIMING)
+    assert reporter.step(2)
+    assert reporter.checkpoint(2)
+    first, second, third = (annotation(p) for p in pods.patches)
+    assert (first.step_seconds, first.slowest) == TIMING
+    assert (second.step_seconds, second.slowest) == (None, ())
+    assert (third.step_seconds, third.slowest) == (None, ())
+
+
+def test_timing_held_by_the_rate_limit_goes_with_the_next_write() -> None:
+    pods = Pods()
+    reporter = ProgressReporter(
+        pod="p", namespace="ns", api=pods, min_interval=3600, clock=lambda: T0
+    )
+    assert reporter.step(1)
+    assert not reporter.step(2, ranks=TIMING)  # not written: rate-limited
+    assert reporter.checkpoint(2)
+    assert reporter.checkpoint(3)
+    held, after = (annotation(p) for p in pods.patches[1:])
+    assert (held.step_seconds, held.slowest) == TIMING
+    assert after.step_seconds is None
+
+
+def test_the_latest_timing_replaces_one_not_yet_sent() -> None:
+    pods = Pods()
+    reporter = ProgressReporter(
+        pod="p", namespace="ns", api=pods, min_interval=3600, clock=lambda: T0
+    )
+    assert reporter.step(1)
+    newer = (1.0, (RankTime("gpu-node-0001", 1.1),))
+    reporter.step(2, ranks=TIMING)
+    reporter.step(3, ranks=newer)
+    assert reporter.checkpoint(3)
+    assert (annotation(pods.patches[-1]).step_seconds, annotation(pods.patches[-1]).slowest) == (
+        newer
+    )
+
+
+def test_a_failed_write_keeps_the_timing_for_the_next_one() -> None:
+    pods = Pods(fail=True)
+    reporter = ProgressReporter(pod="p", namespace="ns", api=pods, min_interval=0, clock=lambda: T0)
+    assert not reporter.step(1, ranks=TIMING)
+    pods.fail = False
+    assert reporter.step(2)
+    assert reporter.step(3)
+    sent, after = (annotation(p) for p in pods.patches)
+    assert (sent.step, sent.step_seconds, sent.slowest) == (2, *TIMING)
+    assert after.step_seconds is None
+
+
+def test_flops_measured_as_the_job_goes_are_reported() -> None:
+    pods = Pods()
+    reporter = ProgressReporter(
+        pod="p",
+        namespace="ns",
+        api=pods,
+        min_interval=0,
+        flops_per_step=1e15,
+        parameters=7,
+        tokens_per_step=9,
+        clock=lambda: T0,
+    )
+    reporter.flops(2e15)
+    assert reporter.step(1)
+    sent = annotation(pods.patches[-1])
+    assert (sent.flops_per_step, sent.parameters, sent.tokens_per_step) == (2e15, 7, 9)

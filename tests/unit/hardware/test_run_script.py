@@ -4,7 +4,6 @@ cannot run, and its dry run on simulated GPUs leaves every file it promises."""
 from __future__ import annotations
 
 import ctypes
-import importlib.util
 import json
 import os
 import shutil
@@ -74,14 +73,17 @@ def test_without_a_driver_it_says_so_in_one_line_and_writes_nothing(tmp_path: Pa
     assert not out.exists()
 
 
-@pytest.mark.skipif(importlib.util.find_spec("torch") is not None, reason="torch is installed")
 def test_a_python_without_torch_is_named_with_what_it_lacks(tmp_path: Path) -> None:
-    done = run_script(NVIDIA_SMI=fake_nvidia_smi(tmp_path), OUT=str(tmp_path / "out"))
+    # A bare virtual environment: the test venv has torch (the framework hooks need it).
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", tmp_path / "bare"], check=True)
+    bare = str(tmp_path / "bare" / "bin" / "python")
+    done = run_script(NVIDIA_SMI=fake_nvidia_smi(tmp_path), OUT=str(tmp_path / "out"), PYTHON=bare)
     assert done.returncode == 2
     (line,) = done.stderr.splitlines()
     assert line.startswith(
-        f"hardware check: no Python here has what the check needs: {sys.executable} lacks torch"
+        f"hardware check: no Python here has what the check needs: {bare} lacks "
     )
+    assert "nvidia-ml-py, torch (the active extra); install what is missing" in line
     assert line.endswith("or --skip-active to leave the probes out")
 
 

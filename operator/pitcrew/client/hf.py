@@ -1,0 +1,69 @@
+"""Pitcrew for the Hugging Face ``Trainer``: one callback, no other change.
+
+::
+
+    from pitcrew.client.hf import PitcrewTrainerCallback
+
+    trainer = Trainer(model=model, args=args, ..., callbacks=[PitcrewTrainerCallback()])
+
+Rank 0 then writes the ``pitcrew.dev/progress`` annotation on its pod (``pip install
+pitcrew[hf]``; the pod needs ``POD_NAME``/``POD_NAMESPACE`` and ``NODE_NAME`` from
+the downward API and ``patch`` on its own pod): the Trainer's global step, each
+checkpoint once saved, the model's parameters, the FLOPs per optimizer step the
+Trainer itself counts (``state.total_flos``, summed over the ranks, divided by the
+steps it grew over, as of its last log or save), and every rank's forward-pass time, gathered as
+:class:`~pitcrew.client.distributed.TrainingReporter` does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from transformers import TrainerCallback
+
+from pitcrew.client.distributed import TrainingReporter, guarded
+
+
+class PitcrewTrainerCallback(TrainerCallback):  # type: ignore[misc]  # untyped here
+    def __init__(self, *, min_interval: float = 30.0, tokens_per_step: int | None = None) -> None:
+        self.min_interval = min_interval
+        self.tokens_per_step = tokens_per_step
+        self.reporter: TrainingReporter | None = None
+        self.flos = (0.0, 0)
+        """``state.total_flos`` and the step when it last grew."""
+
+    @guarded
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        model = kwargs.get("model")
+        if self.reporter is not None or model is None:
+            return
+        self.reporter = TrainingReporter(
+            model,
+            min_interval=self.min_interval,
+            tokens_per_step=self.tokens_per_step,
+        )
+        self.flos = (float(state.total_flos), int(state.global_step))
+
+    @guarded
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self.reporter is not None:
+            self.reporter.step(int(state.global_step))
+
+    @guarded
+    def on_log(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._flops(state)
+
+    @guarded
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._flops(state)
+        if self.reporter is not None:
+            self.reporter.checkpoint(int(state.global_step))
+
+    def _flops(self, state: Any) -> None:
+        """The Trainer adds up its FLOPs (``store_flos``) just before it logs or saves:
+        what it added over the steps since is the FLOPs of a step."""
+        total, step = float(state.total_flos), int(state.global_step)
+        counted, since = self.flos
+        if self.reporter is not None and total > counted and step > since:
+            self.reporter.flops((total - counted) / (step - since))
+            self.flos = (total, step)

@@ -1,0 +1,111 @@
+"""Pitcrew for PyTorch Lightning: one callback, no other change to the training code.
+
+::
+
+    from pitcrew.client.lightning import PitcrewCallback
+
+    trainer = lightning.Trainer(..., callbacks=[PitcrewCallback()])
+
+Rank 0 then writes the ``pitcrew.dev/progress`` annotation on its pod (``pip install
+pitcrew[lightning]``; the pod needs ``POD_NAME``/``POD_NAMESPACE`` and ``NODE_NAME``
+from the downward API and ``patch`` on its own pod): the optimizer step Lightning is
+at, each checkpoint once it is saved, the model's parameters, the FLOPs of one
+optimizer step (counted once, by ``torch.utils.flop_counter`` on one batch, times the
+ranks), and every rank's compute time, gathered as
+:class:`~pitcrew.client.distributed.TrainingReporter` does: the time from the start
+of a batch to its backward pass, which waits on no other rank.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lightning.pytorch as pl
+from torch.utils.flop_counter import FlopCounterMode
+
+from pitcrew.client.distributed import TrainingReporter, guarded
+
+FLOPS_BATCH = 2
+"""The batch whose FLOPs are counted: the first may compile or warm caches."""
+
+
+class PitcrewCallback(pl.Callback):  # type: ignore[misc]  # Lightning is untyped here
+    def __init__(
+        self,
+        *,
+        min_interval: float = 30.0,
+        tokens_per_step: int | None = None,
+        flops_per_step: float | None = None,
+    ) -> None:
+        """``flops_per_step``: the model FLOPs of one optimizer step, all ranks together,
+        if known better than one counted batch; ``tokens_per_step`` for the 6·N·tokens
+        estimate instead."""
+        super().__init__()
+        self.min_interval = min_interval
+        self.tokens_per_step = tokens_per_step
+        self.flops_per_step = flops_per_step
+        self.reporter: TrainingReporter | None = None
+        self.last_step = -1
+        self.batches = 0
+        self.counter: FlopCounterMode | None = None
+        self.saved: int | None = None
+        """The step of a checkpoint being written: reported once it is on disk."""
+
+    @guarded
+    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        if stage != "fit" or self.reporter is not None:
+            return
+        self.reporter = TrainingReporter(
+            min_interval=self.min_interval,
+            parameters=sum(p.numel() for p in pl_module.parameters()),
+            tokens_per_step=self.tokens_per_step,
+            flops_per_step=self.flops_per_step,
+        )
+
+    @guarded
+    def on_train_batch_start(
+        self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int
+    ) -> None:
+        self._saved()
+        if self.reporter is None:
+            return
+        self.batches += 1
+        if self.batches == FLOPS_BATCH and self.flops_per_step is None:
+            self.counter = FlopCounterMode(display=False)
+            self.counter.__enter__()
+        self.reporter.timer.start()
+
+    @guarded
+    def on_before_backward(self, trainer: Any, pl_module: Any, loss: Any) -> None:
+        if self.reporter is not None:
+            self.reporter.timer.stop()
+
+    @guarded
+    def on_train_batch_end(
+        self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        if self.reporter is None:
+            return
+        if self.counter is not None:
+            counter, self.counter = self.counter, None
+            counter.__exit__(None, None, None)
+            flops = counter.get_total_flops() * trainer.accumulate_grad_batches
+            self.reporter.flops(float(flops * trainer.world_size))
+        step = int(trainer.global_step)
+        if step != self.last_step:  # an optimizer step, not a micro-batch of one
+            self.last_step = step
+            self.reporter.step(step)
+
+    @guarded
+    def on_save_checkpoint(self, trainer: Any, pl_module: Any, checkpoint: Any) -> None:
+        self.saved = int(trainer.global_step)
+
+    @guarded
+    def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+        self._saved()
+
+    def _saved(self) -> None:
+        """A checkpoint begun is reported when training goes on (or ends) after it."""
+        if self.saved is not None and self.reporter is not None:
+            self.reporter.checkpoint(self.saved)
+        self.saved = None

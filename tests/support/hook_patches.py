@@ -1,0 +1,16 @@
+"""The pod patches a framework hook made, as the operator reads them."""
+
+from __future__ import annotations
+
+from pitcrew.client.progress import parse
+from pitcrew.core.job_ledger import Progress
+
+
+class Patches:
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+        self.annotations: list[str] = []
+
+    def reports(self) -> list[Progress]:
+        """Every report written, parsed by the operator's own reader."""
+        return [parse(text) for text in self.annotations]

@@ -1,0 +1,89 @@
+"""The Lightning callback, in a real Lightning run (CPU, a tiny model, a few steps):
+what it writes is what the operator reads."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import lightning.pytorch as pl
+import pytest
+import torch
+from hook_patches import Patches
+from lightning.pytorch.callbacks import ModelCheckpoint
+from torch.utils.data import DataLoader, TensorDataset
+
+from pitcrew.client.lightning import PitcrewCallback
+
+BATCH, IN, OUT = 4, 32, 16
+
+
+class Tiny(pl.LightningModule):  # type: ignore[misc]
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = torch.nn.Linear(IN, OUT, bias=False)
+
+    def training_step(self, batch: list[torch.Tensor], _: int) -> torch.Tensor:
+        (x,) = batch
+        return self.layer(x).square().mean()
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.01)
+
+
+def fit(tmp_path: Path, callback: PitcrewCallback, *, steps: int = 12, accumulate: int = 1) -> None:
+    data = DataLoader(TensorDataset(torch.randn(BATCH * steps * accumulate, IN)), batch_size=BATCH)
+    trainer = pl.Trainer(
+        max_steps=steps,
+        accelerator="cpu",
+        devices=1,
+        accumulate_grad_batches=accumulate,
+        callbacks=[callback, ModelCheckpoint(dirpath=tmp_path, every_n_train_steps=5)],
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+    )
+    trainer.fit(Tiny(), data)
+
+
+def test_rank_0_reports_steps_checkpoints_flops_and_its_node(
+    tmp_path: Path, apiserver: Patches
+) -> None:
+    fit(tmp_path, PitcrewCallback(min_interval=0))
+    reports = apiserver.reports()
+    assert set(apiserver.paths) == {"/api/v1/namespaces/research/pods/pretrain-workers-0-0"}
+    last = reports[-1]
+    assert last.step == 12
+    assert last.checkpoint_step == 10  # saved at 5 and 10, each reported once on disk
+    assert [r.checkpoint_step for r in reports if r.checkpoint_step] == sorted(
+        r.checkpoint_step for r in reports if r.checkpoint_step
+    )
+    assert last.parameters == IN * OUT
+    # One optimizer step, as torch's FLOP counter counts the second batch: forward
+    # 2·B·IN·OUT, backward the weight's gradient only (the input needs none), as much.
+    assert last.flops_per_step == pytest.approx(4 * BATCH * IN * OUT)
+    timed = [r for r in reports if r.step_seconds is not None]
+    assert timed, "no report carried the ranks' step times"
+    assert all(r.slowest[0].node == "gpu-node-7" for r in timed)
+    assert all(r.step_seconds and r.step_seconds > 0 for r in timed)
+
+
+def test_gradient_accumulation_reports_optimizer_steps(tmp_path: Path, apiserver: Patches) -> None:
+    fit(tmp_path, PitcrewCallback(min_interval=0), steps=6, accumulate=3)
+    steps = [r.step for r in apiserver.reports()]
+    assert steps[-1] == 6
+    assert steps == sorted(steps)
+    assert apiserver.reports()[-1].flops_per_step == pytest.approx(3 * 4 * BATCH * IN * OUT)
+
+
+def test_an_unreachable_apiserver_never_stops_training(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, apiserver: Patches
+) -> None:
+    config = Path(os.environ["KUBECONFIG"])
+    dead = tmp_path / "dead"
+    dead.write_text(re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:9", config.read_text()))
+    monkeypatch.setenv("KUBECONFIG", str(dead))
+    fit(tmp_path, PitcrewCallback(min_interval=0), steps=3)
+    assert apiserver.annotations == []
