@@ -207,6 +207,7 @@ def _demo(args: argparse.Namespace) -> int:
         directory=args.dir,
         spares=args.spares,
         checkpoint_aware=not args.no_checkpoint_aware,
+        straggler_at=args.straggler_at if args.straggler_at >= 0 else None,
     )
     args.dir.mkdir(parents=True, exist_ok=True)
     Demo(options, Console()).run()
@@ -423,6 +424,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-checkpoint-aware",
         action="store_true",
         help="drain suspect nodes at once instead of at the job's next checkpoint",
+    )
+    demo.add_argument(
+        "--straggler-at",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="when a slow-gemm fault makes one of the job's nodes its straggler (negative: never)",
     )
     demo.set_defaults(handler=_demo)
     # Its flags are the simulator's own (pitcrew.sim.simulate.command), parsed there, so

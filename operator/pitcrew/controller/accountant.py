@@ -31,6 +31,7 @@ from pitcrew.controller.store import Store
 from pitcrew.core import job_tracking
 from pitcrew.core.convert import gpu_capacity, gpu_model, job_pod, pod_gpus, training_job
 from pitcrew.core.fleet_ledger import FleetLedger, NodeTime
+from pitcrew.core.job_discovery import JobIdentity
 from pitcrew.core.job_ledger import (
     CATEGORIES,
     Cause,
@@ -39,6 +40,7 @@ from pitcrew.core.job_ledger import (
     JobPod,
     Progress,
 )
+from pitcrew.core.job_size import Owner, owner
 from pitcrew.core.stragglers import Streaks
 
 logger = logging.getLogger(__name__)
@@ -62,8 +64,12 @@ class Accountant:
         max_jobs: int = 200,
         flag: Flag | None = None,
         wake: Callable[[Iterable[str]], None] | None = None,
+        sizes: Callable[[Owner], int | None] | None = None,
     ) -> None:
         self.store = store
+        self.sizes = sizes
+        """A job's size as its launcher's object declares it (:mod:`~pitcrew.controller.job_sizes`);
+        None: sized by its pods' labels, else the most pods seen."""
         self.flag = flag
         self.wake = wake
         """Queues nodes for a decision: those a straggler verdict or a job's checkpoint
@@ -189,6 +195,8 @@ class Accountant:
             identity = training_job(pod)
             if identity is not None and identity.size is not None:
                 size = identity.size
+            elif identity is not None and size is None and self.sizes is not None and not gone:
+                size = self._declared(identity, pod)
         present = [p for p, gone in pods if not gone]
         finished = bool(present) and all(
             (p.get("status") or {}).get("phase") == "Succeeded" for p in present
@@ -203,6 +211,17 @@ class Accountant:
             size=size,
             finished=finished,
         )
+
+    def _declared(self, identity: JobIdentity, pod: dict[str, Any]) -> int | None:
+        """The size the job's launcher object declares, as last read (or None)."""
+        meta = pod.get("metadata") or {}
+        found = owner(
+            identity,
+            str(meta.get("namespace", "")),
+            meta.get("labels") or {},
+            list(meta.get("ownerReferences") or []),
+        )
+        return self.sizes(found) if found is not None and self.sizes is not None else None
 
     def _progress(self, pod: dict[str, Any]) -> Progress | None:
         """Rank 0's report, or None; a malformed one is ignored and flagged once."""

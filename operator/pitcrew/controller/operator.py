@@ -28,6 +28,7 @@ from pitcrew.api.vocabulary import account_name
 from pitcrew.controller import health, metrics
 from pitcrew.controller.accountant import Accountant
 from pitcrew.controller.executor import Executor
+from pitcrew.controller.job_sizes import JobSizes, fetcher
 from pitcrew.controller.leader import wait_for_leadership
 from pitcrew.controller.policy_status import PolicyStatusWriter
 from pitcrew.controller.rounds import RoundLoop
@@ -71,8 +72,13 @@ def build(
     def wake(nodes: Iterable[str]) -> None:
         holder[0].mark(nodes)
 
-    accountant = Accountant(store, now=utc_now(), max_jobs=settings.max_jobs, flag=flag, wake=wake)
     pool = ThreadPoolExecutor(max_workers=settings.workers, thread_name_prefix="pitcrew-exec")
+    sizes = JobSizes(
+        fetcher(api), ThreadPoolExecutor(max_workers=2, thread_name_prefix="pitcrew-sizes")
+    )
+    accountant = Accountant(
+        store, now=utc_now(), max_jobs=settings.max_jobs, flag=flag, wake=wake, sizes=sizes.get
+    )
 
     executor = Executor(
         cluster=cluster,

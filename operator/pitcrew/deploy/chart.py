@@ -37,6 +37,11 @@ def files() -> dict[str, str]:
             "and .Values.rbac.create .Values.rbac.metal3Namespace",
             rbac.metal3_manifests("{{ .Values.rbac.metal3Namespace }}", NAMESPACE, prefix=PREFIX),
         ),
+        "templates/rbac-job-sizes.yaml": _template(
+            "rbac",
+            "and .Values.rbac.create .Values.rbac.readJobSizes",
+            rbac.job_size_manifests(NAMESPACE, prefix=PREFIX),
+        ),
         "templates/admission.yaml": _template(
             "admission",
             ".Values.admissionPolicy.enabled",

@@ -13,6 +13,8 @@ operator
     pitcrew.dev resources and their status: the API it owns.
     cluster.x-k8s.io machines get/patch: the cluster-api rung.
     metal3.io baremetalhosts get/list: BMC addresses (they hold no secrets).
+    jobsets, kubeflow.org jobs, volcano jobs get (optional, a ClusterRole of its own,
+    :func:`job_size_manifests`): the sizes training jobs' launchers declare.
     leases (own namespace): leader election. secrets get (own namespace):
     BMC credentials for the Redfish rung; and, only where Metal3 is a BMC
     source, secrets get in the BareMetalHosts' namespace (:func:`metal3_manifests`).
@@ -104,28 +106,55 @@ def manifests(namespace: str, *, prefix: str = "pitcrew") -> list[dict[str, Any]
         )
     for component, rules in CLUSTER_RULES.items():
         name = account_name(component, prefix)
-        objects.append(
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "ClusterRole",
-                "metadata": {"name": name, "labels": labels},
-                "rules": rules,
-            }
-        )
-        objects.append(
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "ClusterRoleBinding",
-                "metadata": {"name": name, "labels": labels},
-                "roleRef": {
-                    "apiGroup": "rbac.authorization.k8s.io",
-                    "kind": "ClusterRole",
-                    "name": name,
-                },
-                "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
-            }
-        )
+        objects += _cluster_role(name, rules, account=name, namespace=namespace)
     return objects + _operator_role(namespace, namespace, OPERATOR_NAMESPACE_RULES, prefix)
+
+
+JOB_SIZE_RULES: list[Rule] = [
+    _rule(["jobset.x-k8s.io"], ["jobsets"], ["get"]),
+    _rule(
+        ["kubeflow.org"],
+        ["pytorchjobs", "mpijobs", "tfjobs", "jaxjobs", "xgboostjobs", "paddlejobs", "mxjobs"],
+        ["get"],
+    ),
+    _rule(["batch.volcano.sh"], ["jobs"], ["get"]),
+]
+
+
+def job_size_manifests(namespace: str, *, prefix: str = "pitcrew") -> list[dict[str, Any]]:
+    """A ClusterRole to read training jobs' launcher objects (get only: their specs
+    hold no secrets), for the sizes they declare (:mod:`pitcrew.core.job_size`).
+    Optional: without it a job is sized by its pods (``rbac.readJobSizes``)."""
+    account = account_name("operator", prefix)
+    return _cluster_role(
+        f"{account}-job-sizes", JOB_SIZE_RULES, account=account, namespace=namespace
+    )
+
+
+def _cluster_role(
+    name: str, rules: list[Rule], *, account: str, namespace: str
+) -> list[dict[str, Any]]:
+    """A ClusterRole with ``rules``, bound to ``account``."""
+    labels = {"app.kubernetes.io/part-of": "pitcrew"}
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": name, "labels": labels},
+            "rules": rules,
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": name, "labels": labels},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": name,
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
+        },
+    ]
 
 
 def metal3_manifests(

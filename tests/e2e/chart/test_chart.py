@@ -97,6 +97,13 @@ def test_every_option_renders_what_it_says(helm: str) -> None:
     assert metal3["metadata"]["namespace"] == CHART_NAMESPACE
     assert metal3["rules"] == [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]
     assert not [d for d in render(helm) if d["metadata"]["name"].endswith("-metal3")]
+    sizes = {(d["kind"], d["metadata"]["name"]) for d in objects if "job-sizes" in str(d)}
+    assert sizes == {
+        ("ClusterRole", f"{PREFIX}-operator-job-sizes"),
+        ("ClusterRoleBinding", f"{PREFIX}-operator-job-sizes"),
+    }
+    off = render(helm, "--set", "rbac.readJobSizes=false")
+    assert not [d for d in off if d["metadata"]["name"].endswith("-job-sizes")]
     probes = next(d for d in objects if d["kind"] == "PriorityClass")
     assert (probes["metadata"]["name"], probes["value"]) == ("gpu-probes", -1000)
     default_policy = next(d for d in render(helm) if d["kind"] == "GPUHealthPolicy")

@@ -19,7 +19,8 @@ def test_a_short_demo_takes_faulty_nodes_out_and_cleans_up(tmp_path: Path) -> No
     directory = tmp_path / "demo"
     shown = subprocess.run(
         [sys.executable, "-m", "pitcrew.cli", "demo", "--nodes", "8", "--spares", "1",
-         "--duration", "40", "--speed", "6", "--seed", "7", "--dir", str(directory)],
+         "--duration", "40", "--speed", "6", "--seed", "7", "--dir", str(directory),
+         "--straggler-at", "-1"],
         capture_output=True, text=True, timeout=400, check=False,
     )  # fmt: skip
     assert shown.returncode == 0, shown.stdout[-3000:] + shown.stderr[-3000:]
@@ -51,3 +52,29 @@ def test_a_short_demo_takes_faulty_nodes_out_and_cleans_up(tmp_path: Path) -> No
     assert abs(ledger_steps - lost) <= max(1.0, restarts * STEPS_PER_SECOND), summary
     assert (directory / "cluster" / "state.json").exists() is False
     assert devcluster.status(directory=directory / "cluster")["running"] is False
+
+
+def test_the_demo_finds_a_straggler_no_check_sees_and_the_jobs_mfu_recovers(
+    tmp_path: Path,
+) -> None:
+    """A slow-gemm GPU (no passive check fails) slows the synchronous job; its own
+    step times name the node, Pitcrew takes it out at a checkpoint, the job resumes
+    on the spare and its MFU, as the operator measures it, comes back."""
+    directory = tmp_path / "demo"
+    shown = subprocess.run(
+        [sys.executable, "-m", "pitcrew.cli", "demo", "--nodes", "8", "--spares", "1",
+         "--duration", "150", "--speed", "0.001", "--seed", "7", "--dir", str(directory),
+         "--straggler-at", "30"],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stdout[-3000:] + shown.stderr[-3000:]
+    summary = shown.stdout[shown.stdout.index("Pitcrew demo summary") :]
+    injected = next(line for line in summary.splitlines() if "on nodes / job crashes" in line)
+    assert injected.split("│")[2].split("/")[0].strip() == "1", summary  # the straggler only
+    straggler = next(line for line in summary.splitlines() if "straggler (" in line)
+    assert "taken out after" in straggler, summary
+    mfu = next(line for line in summary.splitlines() if "MFU before / while" in line)
+    before, during, after = (float(x.strip(" %")) for x in mfu.split("│")[2].split("/"))
+    # A 1.5x slower rank: the job runs at two thirds of its pace until the node is out.
+    assert during < 0.8 * before, summary
+    assert after > 0.9 * before, summary

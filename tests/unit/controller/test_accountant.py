@@ -18,6 +18,7 @@ from pitcrew.client.progress import encode
 from pitcrew.controller.accountant import Accountant
 from pitcrew.controller.store import Store
 from pitcrew.core.job_ledger import Progress, RankTime
+from pitcrew.core.job_size import Owner
 
 HEARTBEAT = "pitcrew_agent_last_heartbeat_timestamp_seconds"
 
@@ -264,6 +265,31 @@ def test_a_jobset_is_accounted_by_its_own_name_without_pitcrews_labels() -> None
         "pitcrew_job_interruptions_total", {"job": "train/acct-js", "cause": "other"}
     )
     assert interruptions == 1
+
+
+def test_a_jobsets_declared_size_makes_two_of_four_workers_a_wait() -> None:
+    """The JobSet declares 4 workers (read from the object, not a pod label): with two
+    pods up the job is waiting for the rest, not training."""
+    store = Store()
+    store.put("policy", policy_object())
+    store.put("node", node_object("acct-size0"))
+    store.put("gpunode", gpunode("acct-size0", healthy_status()))
+    asked: list[Owner] = []
+
+    def sizes(owner: Owner) -> int | None:
+        asked.append(owner)
+        return 4
+
+    for rank in range(2):
+        pod = training_pod(f"sized-workers-{rank}", "acct-size0", f"sz{rank}", T0)
+        pod["metadata"]["labels"] = {"jobset.sigs.k8s.io/jobset-name": "acct-sized"}
+        store.put("pod", pod)
+    accountant = Accountant(store, now=T0, sizes=sizes)
+    accountant.tick(T0)
+    accountant.tick(T0 + datetime.timedelta(seconds=5))
+    assert {(o.plural, o.namespace, o.name) for o in asked} == {("jobsets", "train", "acct-sized")}
+    assert job_seconds("train/acct-sized", "productive") == 0.0
+    assert job_seconds("train/acct-sized", "waiting") == pytest.approx(5.0)
 
 
 STRAGGLER_JOB = "train/acct-slow"

@@ -49,6 +49,8 @@ class DemoOptions:
     directory: Path = Path(".devcluster-demo")
     spares: int = 2
     checkpoint_aware: bool = True
+    straggler_at: float | None = 60.0
+    """When one of the job's nodes becomes its straggler (``slow-gemm``); None: never."""
 
 
 def policy(options: DemoOptions) -> dict[str, Any]:
@@ -83,6 +85,7 @@ def policy(options: DemoOptions) -> dict[str, Any]:
                 },
             },
             "spares": {"count": options.spares},
+            "stragglers": {"slowerThanMedianPercent": 20, "consecutiveReports": 3},
         },
     }
 
@@ -97,6 +100,8 @@ class Demo:
         self.seen_events: set[str] = set()
         self.metrics_port = 0
         self.phases: dict[str, Phase] = {}
+        self.mfu: list[tuple[float, float]] = []
+        """The job's MFU as the operator measures it, once a second: (elapsed, ratio)."""
 
     def run(self) -> Snapshot:
         directory = self.options.directory.resolve()
@@ -130,6 +135,7 @@ class Demo:
                     size=size,
                     steps_per_second=STEPS_PER_SECOND,
                     checkpoint_every=20,
+                    seed=self.options.seed,
                 )
                 job.start()
                 return self._loop(api, stack.kubeconfig, job)
@@ -150,7 +156,10 @@ class Demo:
         duration = self.options.duration
         horizon = duration if duration is not None else 24 * 3600
         pending = schedule(
-            seed=self.options.seed, duration=horizon, mean_interval=60 / self.options.speed
+            seed=self.options.seed,
+            duration=horizon,
+            mean_interval=60 / self.options.speed,
+            straggler_at=self.options.straggler_at,
         )
         start = time.monotonic()
         stop = threading.Event()
@@ -291,6 +300,8 @@ class Demo:
         wasted = sum(v for k, v in job_seconds.items() if dict(k).get("category") == "wasted")
         interruptions = sum(metrics.get("pitcrew_job_interruptions_total", {}).values())
         mfu = next(iter(metrics.get("pitcrew_job_mfu_ratio", {}).values()), None)
+        if mfu is not None:
+            self.mfu.append((elapsed, mfu))
         remediations = sum(
             v
             for k, v in metrics.get("pitcrew_remediations_total", {}).items()
@@ -313,6 +324,7 @@ class Demo:
             fleet_goodput=up / total if total else None,
             job_goodput=productive / job_total if job_total else None,
             job_mfu=mfu,
+            mfu_samples=self.mfu,
             remediations=int(remediations),
             actions=self.actions,
             faults=self.faults,

@@ -8,6 +8,8 @@ drawn here as "other GPU" faults). Each category maps to faults from the
 gpuhealth vocabulary (docs/faults.md); software failures crash the training
 job without touching a node. Arrivals are a Poisson process; the same seed
 gives the same schedule, so two policies can be compared on the same faults.
+Beside the mix, one straggler at a fixed time (``slow-gemm``), so every demo
+shows the job's own step times finding a node no health check can.
 """
 
 from __future__ import annotations
@@ -67,6 +69,11 @@ MIX: tuple[tuple[str, float, tuple[Fault, ...]], ...] = (
     ),
 )
 SOFTWARE = "software"
+STRAGGLER = "straggler"
+STRAGGLER_FAULT: Fault = {"type": "slow-gemm", "gpu": 3, "factor": 1.5}
+"""A GPU whose matrix units run at two thirds of their speed (a bad power stage, a
+clock stuck low): no passive check sees it, every step of a synchronous job waits
+for it. Only the job's own step times, or an active GEMM probe, find it."""
 
 
 @dataclass(frozen=True)
@@ -80,8 +87,11 @@ class ScheduledFault:
     """Uniform in [0, 1): which node (of those running the job at that time) it hits."""
 
 
-def schedule(*, seed: int, duration: float, mean_interval: float) -> list[ScheduledFault]:
-    """Faults in the first ``duration`` seconds, one every ``mean_interval`` on average."""
+def schedule(
+    *, seed: int, duration: float, mean_interval: float, straggler_at: float | None = None
+) -> list[ScheduledFault]:
+    """Faults in the first ``duration`` seconds, one every ``mean_interval`` on average,
+    and a straggler at ``straggler_at`` seconds (on the node in the middle of the job)."""
     rng = random.Random(seed)  # noqa: S311 - a reproducible simulation, not a secret
     weights = [w for _, w, _ in MIX]
     faults: list[ScheduledFault] = []
@@ -93,4 +103,7 @@ def schedule(*, seed: int, duration: float, mean_interval: float) -> list[Schedu
             fault["gpu"] = rng.randrange(8)
         faults.append(ScheduledFault(at, category, fault, rng.random()))
         at += rng.expovariate(1 / mean_interval)
+    if straggler_at is not None and straggler_at < duration:
+        faults.append(ScheduledFault(straggler_at, STRAGGLER, dict(STRAGGLER_FAULT), 0.5))
+        faults.sort(key=lambda f: f.at)
     return faults

@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pitcrew.api.gpunode import Phase
+from pitcrew.sim.demo.scenario import STRAGGLER
 
 COLOURS = {
     Phase.HEALTHY: "green",
@@ -70,11 +71,50 @@ class Snapshot:
     fleet_goodput: float | None = None
     job_goodput: float | None = None
     job_mfu: float | None = None
+    mfu_samples: list[tuple[float, float]] = field(default_factory=list)
+    """The job's MFU as the operator measured it, by elapsed second."""
     remediations: int = 0
     actions: list[str] = field(default_factory=list)
     faults: list[InjectedFault] = field(default_factory=list)
     metrics_url: str = ""
     kubeconfig: str = ""
+
+
+@dataclass(frozen=True)
+class StragglerStory:
+    """The straggler's effect on the job, from the operator's own MFU gauge."""
+
+    fault: InjectedFault
+    before: float | None
+    """Median MFU in the 30 s before the fault."""
+    during: float | None
+    """Median MFU from 10 s after the fault until the node was taken out."""
+    after: float | None
+    """Median MFU from 30 s after the node was taken out (the job resumed on a
+    replacement) to the end."""
+
+
+SETTLE_S = 10.0
+RECOVER_S = 30.0
+
+
+def straggler_story(snapshot: Snapshot) -> StragglerStory | None:
+    fault = next((f for f in snapshot.faults if f.category == STRAGGLER), None)
+    if fault is None:
+        return None
+    out = None if fault.cordoned_after is None else fault.at + fault.cordoned_after
+    samples = snapshot.mfu_samples
+
+    def median(start: float, end: float) -> float | None:
+        found = sorted(m for t, m in samples if start <= t < end)
+        return found[len(found) // 2] if found else None
+
+    return StragglerStory(
+        fault,
+        before=median(fault.at - RECOVER_S, fault.at),
+        during=median(fault.at + SETTLE_S, out if out is not None else snapshot.elapsed + 1),
+        after=None if out is None else median(out + RECOVER_S, snapshot.elapsed + 1),
+    )
 
 
 def _percent(value: float | None) -> str:
@@ -198,4 +238,17 @@ def summary(snapshot: Snapshot) -> Table:
             share = snapshot.job_seconds.get(category, 0.0) / total
             table.add_row(f"  job time {category}", _percent(share))
     table.add_row("job MFU", _percent(snapshot.job_mfu))
+    story = straggler_story(snapshot)
+    if story is not None:
+        fault = story.fault
+        table.add_row(
+            f"straggler ({fault.description}) on {fault.node} at {fault.at:.0f}s",
+            "not taken out"
+            if fault.cordoned_after is None
+            else f"taken out after {fault.cordoned_after:.1f}s",
+        )
+        table.add_row(
+            "  job MFU before / while it straggled / after",
+            " / ".join(_percent(m) for m in (story.before, story.during, story.after)),
+        )
     return table

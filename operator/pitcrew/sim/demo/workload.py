@@ -9,19 +9,36 @@ suspect node right after a checkpoint), and reports progress from rank 0
 with :class:`pitcrew.client.progress.ProgressReporter`. When a pod is lost (evicted
 from a failing node, or the job crashes) it recreates the missing pods and
 resumes from the last checkpoint, losing the steps since.
+
+The job is synchronous, as data-parallel training is: each rank's compute time
+is the healthy step time, times the ``slow-gemm`` factor of its node's
+simulated GPUs (the faults annotation, re-read every second, so a repaired node
+is fast again), with a little noise; a step takes as long as the slowest rank.
+Each report carries the median and the slowest nodes, as the framework hooks
+gather them (:mod:`pitcrew.client.distributed`).
 """
 
 from __future__ import annotations
 
 import datetime
 import logging
+import random
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from kubernetes import client
 
-from pitcrew.api.vocabulary import CHECKPOINT_ANNOTATION, GPU_RESOURCE, JOB_LABEL, JOB_SIZE_LABEL
+from gpuhealth.faults import FaultListError, SlowGemm, parse_faults
+from pitcrew.api.vocabulary import (
+    CHECKPOINT_ANNOTATION,
+    FAULTS_ANNOTATION,
+    GPU_RESOURCE,
+    JOB_LABEL,
+    JOB_SIZE_LABEL,
+)
 from pitcrew.client.progress import ProgressReporter
+from pitcrew.client.ranks import summarize
 from pitcrew.kube.client import request
 
 logger = logging.getLogger(__name__)
@@ -32,6 +49,9 @@ NAMESPACE = "pitcrew-demo"
 PARAMETERS = 70_000_000_000
 DEMO_MFU = 0.4
 H100_BF16_FLOPS = 989.4e12
+NOISE = 0.03
+"""Each rank's step-to-step jitter (a standard deviation, as a fraction): a healthy rank
+is the slowest now and then, by a few per cent, never by the straggler threshold."""
 
 
 @dataclass
@@ -60,6 +80,7 @@ class TrainingJob:
         gpus_per_pod: int = 8,
         node_selector: dict[str, str] | None = None,
         report_every: float = 0.0,
+        seed: int = 0,
     ) -> None:
         self.api = api
         self.core = client.CoreV1Api(api)
@@ -71,6 +92,10 @@ class TrainingJob:
         self.node_selector = node_selector or {}
         """Where its pods may go (a test keeps them on its own nodes)."""
         self.state = JobState()
+        self.noise = random.Random(seed)  # noqa: S311 - a simulation, not a secret
+        self.slowdown: dict[str, float] = {}
+        """Each node's compute slowdown (its ``slow-gemm`` factor), refreshed every second."""
+        self.slowdown_read = -float("inf")
         self.was_running = False
         self.progress = 0.0
         self.report_every = report_every
@@ -174,7 +199,9 @@ class TrainingJob:
             self.was_running = False
             return
         self.was_running = True
-        self.progress += seconds * self.steps_per_second
+        nodes = [str(pods[name]["spec"].get("nodeName") or "") for name in sorted(running)]
+        ranks = self._rank_seconds(nodes)
+        self.progress += seconds / max(ranks)
         whole = int(self.progress)
         self.progress -= whole
         before = self.state.step
@@ -182,7 +209,32 @@ class TrainingJob:
         if self.state.step // self.checkpoint_every > before // self.checkpoint_every:
             self._checkpoint(running)
         elif whole:
-            self.reporter.step(self.state.step)
+            self.reporter.step(self.state.step, ranks=summarize(ranks, nodes))
+
+    def _rank_seconds(self, nodes: list[str]) -> list[float]:
+        """Each rank's compute time per step, on the node it runs on."""
+        if time.monotonic() - self.slowdown_read > 1.0:
+            self.slowdown_read = time.monotonic()
+            self.slowdown = self._slowdown()
+        healthy = 1 / self.steps_per_second
+        return [
+            healthy * self.slowdown.get(node, 1.0) * (1 + abs(self.noise.gauss(0, NOISE)))
+            for node in nodes
+        ]
+
+    def _slowdown(self) -> dict[str, float]:
+        listed = request(self.api, "GET", "/api/v1/nodes").get("items", [])
+        found = {}
+        for node in listed:
+            text = (node["metadata"].get("annotations") or {}).get(FAULTS_ANNOTATION, "")
+            try:
+                faults = parse_faults(text)
+            except FaultListError:
+                continue
+            factors = [f.factor for f in faults if isinstance(f, SlowGemm)]
+            if factors:
+                found[node["metadata"]["name"]] = max(factors)
+        return found
 
     def _checkpoint(self, running: list[str]) -> None:
         step = self.state.step - self.state.step % self.checkpoint_every

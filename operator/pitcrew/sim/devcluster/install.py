@@ -35,7 +35,11 @@ def _apply(api: client.ApiClient, obj: dict[str, Any]) -> None:
 def install(api: client.ApiClient, *, namespace: str = "pitcrew-system") -> None:
     crds.install(api)
     _apply(api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    for obj in [*rbac.manifests(namespace), *admission.manifests(namespace)]:
+    for obj in [
+        *rbac.manifests(namespace),
+        *rbac.job_size_manifests(namespace),
+        *admission.manifests(namespace),
+    ]:
         _apply(api, obj)
 
 
