@@ -1,0 +1,201 @@
+"""Training jobs as people launch them: a JobSet's pods (no ``pitcrew.dev/*`` label),
+a training process with Pitcrew's framework hook and nothing else. The hook writes
+to the real apiserver with the pod's environment, as it would in the pod; the
+operator accounts the job, drains a failing node of it at the checkpoint the hook
+reported, and takes out the node that its ranks' step times name the straggler."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from fleet import Fleet, crd, eventually
+from kubernetes import client
+from test_job_accounting import gauges, job_metrics
+
+from pitcrew.sim.stack import SimStack
+
+SUPPORT = Path(__file__).resolve().parents[2] / "support"
+GPU_TEMPLATE = {
+    "spec": {
+        "containers": [
+            {
+                "name": "train",
+                "image": "trainer:1",
+                "resources": {"limits": {"nvidia.com/gpu": "8"}},
+            }
+        ]
+    }
+}
+
+
+def jobset(api: client.ApiClient, fleet: Fleet, namespace: str, name: str) -> list[str]:
+    """A JobSet of one worker per node, and its pods as its controller makes them;
+    the pods' names, rank 0 first."""
+    crd(api, "jobset.x-k8s.io", "v1alpha2", "JobSet")
+    created = client.CustomObjectsApi(api).create_namespaced_custom_object(
+        "jobset.x-k8s.io",
+        "v1alpha2",
+        namespace,
+        "jobsets",
+        {
+            "apiVersion": "jobset.x-k8s.io/v1alpha2",
+            "kind": "JobSet",
+            "metadata": {"name": name},
+            "spec": {
+                "replicatedJobs": [
+                    {
+                        "name": "workers",
+                        "replicas": len(fleet.nodes) - 1,
+                        "template": {"spec": {"template": GPU_TEMPLATE}},
+                    }
+                ]
+            },
+        },
+    )
+    pods = []
+    for index, node in enumerate(fleet.nodes[:-1]):  # the last node stays free
+        child = f"{name}-workers-{index}"
+        fleet.pod(
+            namespace,
+            f"{child}-0",
+            node,
+            labels={
+                "jobset.sigs.k8s.io/jobset-name": name,
+                "jobset.sigs.k8s.io/replicatedjob-name": "workers",
+                "jobset.sigs.k8s.io/job-index": str(index),
+                "batch.kubernetes.io/job-name": child,
+                "job-name": child,
+            },
+        )
+        owner = {
+            "apiVersion": "jobset.x-k8s.io/v1alpha2",
+            "kind": "JobSet",
+            "name": name,
+            "uid": created["metadata"]["uid"],
+        }
+        fleet.core.patch_namespaced_pod(
+            f"{child}-0", namespace, {"metadata": {"ownerReferences": [owner]}}
+        )
+        pods.append(f"{child}-0")
+    return pods
+
+
+@dataclass
+class Trainer:
+    """The tenant's training process, and what it writes on stderr."""
+
+    process: subprocess.Popen[bytes]
+    log: IO[bytes]
+
+    def running(self) -> bool:
+        return self.process.poll() is None
+
+    def said(self) -> str:
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")[-2000:]
+
+    def stop(self) -> None:
+        self.process.kill()
+        self.process.wait()
+        self.log.close()
+
+
+def train(kubeconfig: str, namespace: str, pod: str, node: str, *args: str) -> Trainer:
+    """Start a training process with the environment its pod would give it."""
+    env = {
+        **os.environ,
+        "KUBECONFIG": kubeconfig,
+        "POD_NAME": pod,
+        "POD_NAMESPACE": namespace,
+        "NODE_NAME": node,
+        "PYTHONPATH": os.pathsep.join([str(SUPPORT), os.environ.get("PYTHONPATH", "")]),
+    }
+    log = tempfile.TemporaryFile()  # noqa: SIM115 - closed by Trainer.stop
+    process = subprocess.Popen(
+        [sys.executable, str(SUPPORT / "hooked_training.py"), *args],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+    )
+    return Trainer(process, log)
+
+
+def reason(fleet: Fleet, node: str) -> tuple[str, str]:
+    status: dict[str, Any] = fleet.gpunode(node).get("status") or {}
+    return str(status.get("phase", "")), str(status.get("reason", ""))
+
+
+def test_a_lightning_job_launched_by_jobset_is_accounted_and_drained_at_its_checkpoint(
+    fleet_factory: type[Fleet],
+    pitcrew: SimStack,
+    api_client: client.ApiClient,
+    namespace: str,
+    kubeconfig: str,
+) -> None:
+    fleet = fleet_factory(size=3)
+    fleet.policy(safety={"drain": {"checkpointMaxDelay": "10m"}})
+    for node in fleet.nodes:
+        fleet.wait_phase(node, "Healthy")
+    rank0, _ = jobset(api_client, fleet, namespace, "finetune")
+    trainer = train(kubeconfig, namespace, rank0, fleet.nodes[0], "lightning", "300")
+    try:
+        job = f"{namespace}/finetune"
+        eventually(
+            lambda: (
+                job_metrics(pitcrew, job).get(("pitcrew_job_seconds_total", "productive"), 0) > 0
+            ),
+            timeout=60,
+            what="the job's productive time accounted from the hook's reports",
+        )
+        # MFU from the FLOPs Lightning's batch was counted at, over the nodes' H100 peak.
+        assert gauges(pitcrew, "pitcrew_job_mfu_ratio").get(job, 0) > 0
+        assert gauges(pitcrew, "pitcrew_job_gpus").get(job) == 16
+        # A degraded fault on rank 1's node: Suspect, then drained once the job has
+        # checkpointed, which only rank 0's report says (no pod carries checkpoint-at).
+        fleet.inject(fleet.nodes[1], [{"type": "nvlink-down", "gpu": 2, "link": 3}])
+        fleet.wait_phase(fleet.nodes[1], "Suspect", timeout=30)
+        fleet.wait_phase(fleet.nodes[1], "Draining", "Remediating", "Validating", timeout=60)
+        assert trainer.running(), f"the drain waited past the training run: {trainer.said()}"
+    finally:
+        trainer.stop()
+
+
+def test_the_rank_its_job_names_slowest_has_its_node_taken_out_as_a_straggler(
+    fleet_factory: type[Fleet],
+    pitcrew: SimStack,
+    api_client: client.ApiClient,
+    namespace: str,
+    kubeconfig: str,
+) -> None:
+    fleet = fleet_factory(size=3)
+    fleet.policy(
+        stragglers={"slowerThanMedianPercent": 20, "consecutiveReports": 2},
+        safety={"drain": {"checkpointMaxDelay": "10m"}},
+    )
+    for node in fleet.nodes:
+        fleet.wait_phase(node, "Healthy")
+    rank0, _ = jobset(api_client, fleet, namespace, "pretrain")
+    fast, slow = fleet.nodes[:2]
+    trainer = train(kubeconfig, namespace, rank0, fast, "ranks", "1500", fast, slow, "0.03")
+    try:
+        eventually(
+            lambda: reason(fleet, slow) == ("Suspect", "Straggler") or not trainer.running(),
+            timeout=90,
+            what=f"{slow} Suspect as the job's straggler (now {reason(fleet, slow)})",
+        )
+        assert trainer.running(), trainer.said()
+        # Drained at the job's next checkpoint (every 50 steps, a few seconds), not at
+        # the 10-minute limit; the fast node stays in service.
+        fleet.wait_phase(slow, "Draining", "Remediating", "Validating", timeout=60)
+        assert fleet.phase(fast) == "Healthy"
+        fleet.wait_events(slow, "Straggler")
+        told = [e.message for e in fleet.events(slow) if e.reason == "Straggler"]
+        assert any(f"job {namespace}/pretrain" in m for m in told), told
+    finally:
+        trainer.stop()
