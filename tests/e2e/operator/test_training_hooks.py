@@ -143,7 +143,7 @@ def test_a_lightning_job_launched_by_jobset_is_accounted_and_drained_at_its_chec
     for node in fleet.nodes:
         fleet.wait_phase(node, "Healthy")
     rank0, _ = jobset(api_client, fleet, namespace, "finetune")
-    trainer = train(kubeconfig, namespace, rank0, fleet.nodes[0], "lightning", "300")
+    trainer = train(kubeconfig, namespace, rank0, fleet.nodes[0], "lightning", "600")
     try:
         job = f"{namespace}/finetune"
         eventually(
