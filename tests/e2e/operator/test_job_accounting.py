@@ -6,13 +6,10 @@ from __future__ import annotations
 
 import threading
 import time
-import urllib.request
-from collections.abc import Iterator
 
 from fleet import GROUP_LABEL, Fleet, crd, eventually
 from kubernetes import client
-from prometheus_client.parser import text_string_to_metric_families
-from prometheus_client.samples import Sample
+from operator_metrics import gauges, job_metrics
 
 from pitcrew.sim.demo.workload import NAMESPACE, TrainingJob
 from pitcrew.sim.stack import SimStack
@@ -22,29 +19,6 @@ STEPS_PER_SECOND = 0.25
 """Four-second steps. Each loss is placed within half a second (the API writes pod times
 in whole seconds) and each resumption within a report interval (a quarter second), so
 three losses stay within one step in all."""
-
-
-def samples(pitcrew: SimStack) -> Iterator[Sample]:
-    """The metric samples of whichever operator leads (only the leader accounts)."""
-    for name in ("operator-a", "operator-b"):
-        process = pitcrew.running.get(name)
-        if process is None or process.poll() is not None:
-            continue
-        url = f"http://127.0.0.1:{pitcrew.metrics_port(name)}/metrics"
-        with urllib.request.urlopen(url, timeout=5) as answer:
-            text = answer.read().decode()
-        for family in text_string_to_metric_families(text):
-            yield from family.samples
-
-
-def job_metrics(pitcrew: SimStack, job: str) -> dict[tuple[str, str], float]:
-    found: dict[tuple[str, str], float] = {}
-    for sample in samples(pitcrew):
-        if sample.labels.get("job") != job:
-            continue
-        key = (sample.name, sample.labels.get("category") or sample.labels.get("cause", ""))
-        found[key] = found.get(key, 0.0) + sample.value
-    return found
 
 
 def rank0_node(core: client.CoreV1Api, job: TrainingJob) -> str:
@@ -189,8 +163,3 @@ def test_a_jobset_launched_job_is_accounted_under_its_own_name(
         what="the JobSet accounted with both workers' GPUs",
     )
     assert not [job for job in found if "pretrain-workers" in job]
-
-
-def gauges(pitcrew: SimStack, name: str) -> dict[str, float]:
-    """One gauge by job."""
-    return {s.labels["job"]: s.value for s in samples(pitcrew) if s.name == name}

@@ -16,7 +16,7 @@ from typing import IO, Any
 
 from fleet import Fleet, crd, eventually
 from kubernetes import client
-from test_job_accounting import gauges, job_metrics
+from operator_metrics import gauges, job_metrics
 
 from pitcrew.sim.stack import SimStack
 
@@ -154,7 +154,11 @@ def test_a_lightning_job_launched_by_jobset_is_accounted_and_drained_at_its_chec
             what="the job's productive time accounted from the hook's reports",
         )
         # MFU from the FLOPs Lightning's batch was counted at, over the nodes' H100 peak.
-        assert gauges(pitcrew, "pitcrew_job_mfu_ratio").get(job, 0) > 0
+        eventually(
+            lambda: gauges(pitcrew, "pitcrew_job_mfu_ratio").get(job, 0) > 0,
+            timeout=30,
+            what="the job's MFU from the FLOPs per step the hook counted",
+        )
         assert gauges(pitcrew, "pitcrew_job_gpus").get(job) == 16
         # A degraded fault on rank 1's node: Suspect, then drained once the job has
         # checkpointed, which only rank 0's report says (no pod carries checkpoint-at).

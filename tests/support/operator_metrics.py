@@ -1,0 +1,40 @@
+"""The operator's own metrics, as the e2e tests read them (from whichever operator
+process leads: only the leader accounts)."""
+
+from __future__ import annotations
+
+import urllib.request
+from collections.abc import Iterator
+
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
+
+from pitcrew.sim.stack import SimStack
+
+
+def samples(pitcrew: SimStack) -> Iterator[Sample]:
+    """The metric samples of whichever operator leads (only the leader accounts)."""
+    for name in ("operator-a", "operator-b"):
+        process = pitcrew.running.get(name)
+        if process is None or process.poll() is not None:
+            continue
+        url = f"http://127.0.0.1:{pitcrew.metrics_port(name)}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            text = answer.read().decode()
+        for family in text_string_to_metric_families(text):
+            yield from family.samples
+
+
+def job_metrics(pitcrew: SimStack, job: str) -> dict[tuple[str, str], float]:
+    found: dict[tuple[str, str], float] = {}
+    for sample in samples(pitcrew):
+        if sample.labels.get("job") != job:
+            continue
+        key = (sample.name, sample.labels.get("category") or sample.labels.get("cause", ""))
+        found[key] = found.get(key, 0.0) + sample.value
+    return found
+
+
+def gauges(pitcrew: SimStack, name: str) -> dict[str, float]:
+    """One gauge by job."""
+    return {s.labels["job"]: s.value for s in samples(pitcrew) if s.name == name}
