@@ -61,6 +61,7 @@ def test_the_exponential_case_agrees_with_the_analytic_expectation() -> None:
         checkpoint_cost=MINUTE,
         restart_cost=10 * MINUTE,
         seed=5,
+        stragglers_per_node_year=0.0,  # Daly's model knows no slow nodes
     )
     contender = _with_spares(8)
     assumptions = Assumptions()
@@ -217,9 +218,12 @@ def test_the_json_contract() -> None:
         }
         assert sum(policy["badput"].values()) == pytest.approx(1 - policy["jobGoodput"], abs=1e-5)
         assert policy["spares"] == 1 or policy is out["policies"][BASELINE]
+        assert set(policy["stragglers"]) == {"faults", "hours", "throughputLost", "mfuLost"}
+        assert policy["effectiveGoodput"] <= policy["jobGoodput"]
     assert out["mtbfHours"] > 0
     assert out["advice"]["checkpointInterval"] > 0
     assert out["settings"]["checkpointInterval"] == 1200
+    assert out["settings"]["stragglersPerNodeYear"] == 0.1
     assert out["advice"]["target"] == 0.97
     shares = [g["share"] for g in out["advice"]["gap"]]
     assert shares == sorted(shares, reverse=True)
@@ -244,6 +248,9 @@ def test_bad_flags_and_files_are_refused_with_a_sentence(tmp_path: Path) -> None
     shown = _simulate("--nodes", "10", "--job-nodes", "10", "--spares", "2", "--days", "1")
     assert shown.returncode != 0
     assert "do not fit in a pool of 10 nodes" in shown.stderr
+    shown = _simulate("--stragglers-per-node-year", "-1", "--days", "1")
+    assert shown.returncode == 2
+    assert "--stragglers-per-node-year must not be negative" in shown.stderr
 
 
 def test_the_report_has_its_page_and_plots(tmp_path: Path) -> None:
@@ -255,6 +262,7 @@ def test_the_report_has_its_page_and_plots(tmp_path: Path) -> None:
     assert "| baseline |" in page
     assert "| defaults |" in page
     assert "| warning share |" in page
+    assert "| policy | stragglers | hours at a straggler's pace |" in page
     for plot in ("goodput.png", "badput.png", "spares.png", "warning.png"):
         assert (tmp_path / plot).read_bytes()[:4] == b"\x89PNG"
         assert f"]({plot})" in page

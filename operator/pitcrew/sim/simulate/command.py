@@ -21,6 +21,7 @@ from pitcrew.api.meta import Duration
 from pitcrew.api.policy import GPUHealthPolicy, GPUHealthPolicySpec
 from pitcrew.sim.simulate.compare import Comparison, compare, gap
 from pitcrew.sim.simulate.mix import MIXES
+from pitcrew.sim.simulate.run import Outcome
 from pitcrew.sim.simulate.settings import (
     BASELINE,
     DEFAULTS,
@@ -109,6 +110,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=base.ticket_delay,
         help="median time from a ticket to a person's repair (4h)",
     )
+    parser.add_argument(
+        "--stragglers-per-node-year",
+        type=float,
+        default=base.stragglers_per_node_year,
+        help="GPUs that run slow without a finding, per node and year: an assumption "
+        "(0.1; 0 disables)",
+    )
+    parser.add_argument(
+        "--straggler-notice-delay",
+        type=duration,
+        default=base.straggler_notice_delay,
+        help="median time for a person to notice a slow job and find the node (12h)",
+    )
     parser.add_argument("--seed", type=int, default=base.seed)
     parser.add_argument(
         "--no-attribution", action="store_true", help="skip the per-lever runs (faster)"
@@ -144,6 +158,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
         warning_share=args.warning_share,
         detection_delay=args.detection_delay,
         ticket_delay=args.ticket_delay,
+        stragglers_per_node_year=args.stragglers_per_node_year,
+        straggler_notice_delay=args.straggler_notice_delay,
     )
 
 
@@ -186,6 +202,8 @@ def main(argv: list[str]) -> int:
     )
     add_arguments(parser)
     args = parser.parse_args(argv)
+    if args.stragglers_per_node_year < 0:
+        parser.error("--stragglers-per-node-year must not be negative")
     settings = settings_from(args)
     contenders = contenders_from(args, settings)
     err = Console(stderr=True)
@@ -238,6 +256,8 @@ def render(comparison: Comparison, console: Console) -> None:
             str(o.spares),
         )
     console.print(table)
+    if settings.stragglers_per_node_year > 0:
+        console.print(straggler_table(comparison))
     for name, levers in comparison.attribution.items():
         parts = ", ".join(f"{lever} {value * 100:+.2f} pts" for lever, value in levers.items())
         console.print(f"what each lever adds to {name}: {parts}")
@@ -255,6 +275,44 @@ def render(comparison: Comparison, console: Console) -> None:
         f"job MTBF {comparison.mtbf_hours:.2f} h; Young/Daly checkpoint interval {advice} "
         f"(set: {settings.checkpoint_interval / 60:.1f} min, cost {settings.checkpoint_cost:g} s)"
     )
+
+
+STRAGGLER_LABELS = (
+    "stragglers",
+    "hours at a straggler's pace",
+    "goodput lost to the pace",
+    "MFU lost",
+    "effective goodput",
+)
+"""The stragglers' table: straggler faults that struck, the hours the job trained at a
+straggler's pace, the points of goodput that pace cost, the share of the job's healthy
+MFU it cost, and job goodput less those points. The badput counts time, and a slow
+job's time is as busy as a healthy one's: the pace's cost is here."""
+
+
+def straggler_cells(outcome: Outcome) -> tuple[str, ...]:
+    slow = outcome.stragglers
+    return (
+        str(slow.faults),
+        f"{slow.hours:.1f}",
+        _pct(slow.throughput_lost),
+        _pct(slow.mfu_lost),
+        _pct(outcome.effective_goodput),
+    )
+
+
+def straggler_table(comparison: Comparison) -> Table:
+    settings = comparison.settings
+    table = Table(
+        title=f"stragglers ({settings.stragglers_per_node_year:g} per node-year, an "
+        "assumption: docs/goodput.md)"
+    )
+    table.add_column("policy")
+    for column in STRAGGLER_LABELS:
+        table.add_column(column, justify="right")
+    for name, o in comparison.outcomes.items():
+        table.add_row(name, *straggler_cells(o))
+    return table
 
 
 def gap_lines(comparison: Comparison) -> list[str]:

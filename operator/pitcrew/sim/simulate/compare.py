@@ -131,6 +131,8 @@ class Comparison:
                 "checkpointInterval": self.settings.checkpoint_interval,
                 "checkpointCost": self.settings.checkpoint_cost,
                 "restartCost": self.settings.restart_cost,
+                "stragglersPerNodeYear": self.settings.stragglers_per_node_year,
+                "stragglerNoticeDelay": self.settings.straggler_notice_delay,
             },
         }
 

@@ -18,6 +18,12 @@ and remediation limits, surplus spares) are decided again when the bound may
 have moved, as the operator's periodic resync would. A node's plan is carried
 out ``exec_latency`` after its decision, and the node is not decided again
 before that (a plan in flight).
+
+Stragglers are judged as :mod:`pitcrew.core.stragglers` does, from rank 0's
+progress reports: a slow node that holds a rank of the job and is slower than
+the policy's ``stragglers.slowerThanMedianPercent`` is named in every report, one
+per ``report_interval`` of training, and after ``consecutiveReports`` of them it
+is the job's straggler (``NodeState.straggler``); the lifecycle does the rest.
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ from pitcrew.core.views import FleetView, NodeState, PolicyView
 from pitcrew.sim.simulate import timing
 from pitcrew.sim.simulate.clock import seconds
 from pitcrew.sim.simulate.mix import Depth, Fault, Shows, Symptom
-from pitcrew.sim.simulate.world import Node, Stage
+from pitcrew.sim.simulate.world import JOB_NAME, Node, Stage
 
 if TYPE_CHECKING:
     from pitcrew.sim.simulate.settings import Assumptions, Contender
@@ -58,6 +64,12 @@ HEALTHY_CHECK = CheckResult(name="xid", status=CheckStatus.PASS)
 SILENT_SYMPTOM = Symptom(
     "gemm", FaultClass.FATAL, "GEMM result differs from the reference (silent data corruption)"
 )
+SLOW_SYMPTOM = Symptom(
+    "gemm", FaultClass.DEGRADED, "GEMM throughput below the node's peers: the GPU runs slow"
+)
+"""What a probe under load finds on a straggler: its own GEMMs are slow."""
+REPORT_TOLERANCE = 1e-6
+"""Seconds of training a verdict may come early by (floating point)."""
 REPAIR_DEPTH = {
     RemediationAction.RESET_GPU: Depth.RESET,
     RemediationAction.REBOOT: Depth.REBOOT,
@@ -223,6 +235,50 @@ class Operator:
             return fault.kind.warning
         return None
 
+    # -- the job's progress reports -------------------------------------------------------
+
+    def judges(self, fault: Fault) -> bool:
+        """Whether rank 0's reports name this straggler: stragglers are judged, and it is
+        slower than the job's median by the policy's threshold."""
+        setting = self.spec.stragglers
+        return setting.enabled and fault.slowdown >= 1 + setting.slower_than_median_percent / 100
+
+    def straggling(self, node: Node, fault: Fault) -> None:
+        """A rank of the job runs on a slow node: each report names it, and once
+        ``consecutiveReports`` of them did (a report per ``report_interval`` of training)
+        it is the job's straggler. Without Pitcrew's detection (an attribution run) the
+        verdict comes when a person would have noticed the slow job."""
+        if not self.judges(fault):
+            return
+        node.exposure += 1
+        job = self.world.job
+        people = self.world.people
+        if not self.detection and people is not None:
+            delay = people.notice_delay(fault)
+            self.clock.after(delay, self._judge, node, fault, node.exposure, 0.0)
+            return
+        reports = self.spec.stragglers.consecutive_reports
+        needed = job.running_time() + reports * self.assumptions.report_interval
+        self._judge(node, fault, node.exposure, needed)
+
+    def _judge(self, node: Node, fault: Fault, exposure: int, needed: float) -> None:
+        """The verdict once the job has run until ``needed`` (its running time) with its
+        rank on the node all along; waits while the job is down (no reports)."""
+        if exposure != node.exposure or node.fault is not fault:
+            return
+        if not node.job or node.job_leaving:
+            return  # the rank left: a later stretch on the node starts a new streak
+        left = needed - self.world.job.running_time()
+        if left > REPORT_TOLERANCE:
+            self.clock.after(left, self._judge, node, fault, exposure, needed)
+            return
+        reports = self.spec.stragglers.consecutive_reports
+        node.straggler = (
+            f"the straggler of job {JOB_NAME}: {fault.slowdown:.2f}x its median step time "
+            f"in {reports} reports in a row"
+        )
+        self.mark(node)
+
     def checkpointed(self) -> None:
         """The job's pods carry a new checkpoint time: a Suspect node may drain now."""
         for index in self.suspects:
@@ -273,8 +329,10 @@ class Operator:
         if node.view.ready:
             before = before.model_copy(update={"last_heartbeat": now})
         view = replace(node.view, pods=self.world.pods(node))
+        # The accountant judges only the job's own nodes in service (core/stragglers.py).
+        straggler = node.straggler if node.job and before.phase in IN_SERVICE else ""
         decision = decide(
-            state=NodeState(node=view, status=before, checks=node.checks),
+            state=NodeState(node=view, status=before, checks=node.checks, straggler=straggler),
             policy=self.policy,
             fleet=fleet,
             now=now,
@@ -455,7 +513,9 @@ class Operator:
 
     def _repaired(self, node: Node, generation: int, kind: RemediationAction, key: str) -> None:
         """The rung's work is done: the fault is cleared if the rung reaches deep enough;
-        if not, it stays, or (``latent_share``) hides from the passive checks."""
+        if not, it stays, or (``latent_share``) hides from the passive checks. A
+        straggler does not hide: no passive check sees it anyway, and it is slow or
+        it is not."""
         if generation != node.repair or node.away:
             return
         fault = node.fault
@@ -464,6 +524,7 @@ class Operator:
         elif (
             fault is not None
             and node.stage is Stage.ACTIVE
+            and fault.kind.shows is not Shows.SLOW
             and fault.rng.random() < self.assumptions.latent_share
         ):
             self.world.hide(node, fault)
@@ -502,10 +563,13 @@ class Operator:
         self.mark(node)
 
     def _probe_finds(self, node: Node) -> Symptom | None:
-        """A probe under load finds a fault that shows, and most that hide."""
+        """A probe under load finds a fault that shows, and most that hide; a straggler
+        by its slow GEMMs."""
         fault = node.fault
         if fault is None:
             return None
+        if fault.kind.shows is Shows.SLOW:
+            return SLOW_SYMPTOM if node.stage is Stage.ACTIVE else None
         crash = fault.kind.crash or SILENT_SYMPTOM
         if node.stage is Stage.ACTIVE:
             return crash if fault.kind.shows in (Shows.GPU, Shows.SILENT) else None

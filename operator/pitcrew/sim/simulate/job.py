@@ -19,6 +19,13 @@ The ledger does not know that a blocking checkpoint is not training: that time i
 counted here (``checkpointing``) and taken out of its productive time. Time down
 is split here too: ``capacity`` is the part spent with a rank that no node could
 take at once (no spare, a node taken back from other work, none at all).
+
+A synchronous job steps at its slowest rank's pace: while a rank is on a node
+with a straggler, every step takes ``step_time`` times the largest slowdown among
+its ranks (:meth:`Job.set_pace`). Checkpoints come every ``steps_per_checkpoint``
+steps, as a trainer's ``save_steps`` do, so a slow job checkpoints less often. The
+ledger counts time, not steps: a slow job's time is as productive to it as a
+healthy one's. What the pace costs is counted here (``slowed``).
 """
 
 from __future__ import annotations
@@ -81,6 +88,12 @@ class Totals:
     """Interruptions that threw progress away (every one but a planned stop)."""
     daily: list[tuple[float, dict[str, float], float]] = field(default_factory=list)
     """(day, ledger seconds so far, checkpointing so far) at each day's end."""
+    straggling: float = 0.0
+    """Seconds the job trained at a straggler's pace (a rank on a slow node)."""
+    slowed: float = 0.0
+    """Of the training kept (not thrown away by a crash: that time is wasted progress
+    already), the seconds that made no progress a healthy job would not have made in
+    less time: the sum of ``dt * (1 - 1/pace)``. Set at the end of the run."""
 
 
 class Job:
@@ -104,7 +117,24 @@ class Job:
         self.watchdog = assumptions.watchdog
         self.ledger = JobLedger(last=START)
         self.totals = Totals()
-        self.state = State.DOWN
+        self._state = State.DOWN
+        self.pace = 1.0
+        """The slowest rank's step time over a healthy one's."""
+        self.pace_changes = 0
+        """Generation of the step events' times: a pace change moves them."""
+        self.due: dict[str, int] = {}
+        """Step events of this stretch of training (``resumed``, ``checkpoint``): the step
+        at whose end each one happens."""
+        self.since = 0.0
+        """When the state or the pace last changed (the accounting below is up to it)."""
+        self.trained = 0.0
+        """Seconds the job has run (``RUNNING``) up to ``since``."""
+        self.slow_work = 0.0
+        """``dt * (1 - 1/pace)`` summed over the running time up to ``since``."""
+        self.slow_saved = 0.0
+        """``slow_work`` at the last point whose work is kept (a checkpoint, a crash)."""
+        self.slow_lost = 0.0
+        """``slow_work`` thrown away by crashes (counted as wasted progress already)."""
         self.epoch = 0
         self.ranks: list[Node | None] = [None] * size
         self.rank_of: dict[int, int] = {}
@@ -115,7 +145,9 @@ class Job:
         self.short = 0
         """Ranks the cluster could not place at once (waiting for a node)."""
         self.short_since = 0.0
-        self.anchor, self.anchor_step = 0.0, 0
+        self.anchor, self.anchor_step, self.anchor_part, self.anchor_done = 0.0, 0, 0.0, 0.0
+        """Progress, as of time ``anchor``: ``anchor_step`` steps done and ``anchor_part``
+        of the next; the last of those steps was done at ``anchor_done``."""
         self.checkpoint_step, self.checkpoint_stamp, self.checkpoint_at = 0, 0.0, 0.0
         self.measure_at_checkpoint = True
         self.stop_after_checkpoint = False
@@ -159,6 +191,42 @@ class Job:
         self.short, self.short_since = short, now
 
     @property
+    def state(self) -> State:
+        return self._state
+
+    @state.setter
+    def state(self, value: State) -> None:
+        self._account()
+        self._state = value
+
+    @property
+    def period(self) -> float:
+        """Seconds per step at the job's pace."""
+        return self.step * self.pace
+
+    def set_pace(self, pace: float) -> None:
+        """The slowest rank's pace changed (a rank's node turned slow, was repaired, or
+        the rank moved): the steps done and the share of the step under way are kept,
+        the rest of it and the steps after it go at the new pace."""
+        if pace == self.pace:
+            return
+        running = self._state is State.RUNNING
+        if running:
+            self._reanchor()
+        self._account()
+        self.pace = pace
+        self.pace_changes += 1
+        if running:
+            for kind, step in self.due.items():
+                self._expect(kind, step, self.epoch, self._when(step) - self.clock.now)
+
+    def running_time(self) -> float:
+        """Seconds the job has run so far (the reports' clock: one per interval)."""
+        if self._state is State.RUNNING:
+            return self.trained + (self.clock.now - self.since)
+        return self.trained
+
+    @property
     def training(self) -> bool:
         return self.state in TRAINING
 
@@ -180,7 +248,10 @@ class Job:
         else:
             self._stop_pods()
         self.state = State.DOWN
+        self.slow_lost += self.slow_work - self.slow_saved
+        self.slow_saved = self.slow_work
         self.epoch += 1
+        self.due.clear()
         self.stop_after_checkpoint = False
         self.relaunch()
 
@@ -190,6 +261,7 @@ class Job:
         self._freeze()
         self.state = State.HUNG
         self.epoch += 1
+        self.due.clear()
         self.clock.after(self.watchdog, self._watchdog, self.epoch)
 
     def planned_stop(self) -> None:
@@ -223,6 +295,8 @@ class Job:
     def finish(self) -> None:
         self.totals.checkpointing = self._checkpointing_so_far()
         self.set_short(0)
+        self._account()
+        self.totals.slowed = self.slow_work - self.slow_lost  # the end credits the rest
         self._tick(finished=True)
 
     # -- internals ------------------------------------------------------------------------
@@ -245,19 +319,40 @@ class Job:
     def _resume(self, epoch: int) -> None:
         if epoch != self.epoch:
             return
-        now = self.clock.now
         self.state = State.RUNNING
-        self.anchor, self.anchor_step = now, self.checkpoint_step
+        self._anchor_at(self.checkpoint_step)
         self.measure_at_checkpoint = True
-        self.clock.after(self.step, self._resumed, epoch)
-        self._next_checkpoint(epoch)
+        self.due.clear()
+        self._expect("resumed", self.checkpoint_step + 1, epoch, self.period)
+        self._next_checkpoint(epoch, self.checkpoint_step)
 
     def _resumed(self, epoch: int) -> None:
         if epoch == self.epoch and self.state is State.RUNNING:
             self._tick()  # one step done: the ledger places the resumption from it
 
-    def _next_checkpoint(self, epoch: int) -> None:
-        self.clock.after(self.steps_per_checkpoint * self.step, self._checkpoint, epoch)
+    def _next_checkpoint(self, epoch: int, step: int) -> None:
+        """The next checkpoint, ``steps_per_checkpoint`` steps after ``step`` (now)."""
+        self._expect(
+            "checkpoint",
+            step + self.steps_per_checkpoint,
+            epoch,
+            self.steps_per_checkpoint * self.period,
+        )
+
+    def _expect(self, kind: str, step: int, epoch: int, delay: float) -> None:
+        """Call ``kind``'s handler at the end of ``step``, ``delay`` from now at the
+        current pace (a later pace change schedules it again)."""
+        self.due[kind] = step
+        self.clock.after(delay, self._reached, kind, epoch, self.pace_changes)
+
+    def _reached(self, kind: str, epoch: int, generation: int) -> None:
+        if epoch != self.epoch or generation != self.pace_changes or kind not in self.due:
+            return
+        del self.due[kind]
+        if kind == "resumed":
+            self._resumed(epoch)
+        else:
+            self._checkpoint(epoch)
 
     def _checkpoint(self, epoch: int) -> None:
         if epoch != self.epoch or self.state is not State.RUNNING:
@@ -267,26 +362,29 @@ class Job:
             self.measure_at_checkpoint = False
             self._tick()  # two reports within one stretch of training: the step time
         step = self._step_now()
+        slow = self._slow_work_now()
         if self.blocking:
             self._freeze()
             self.state = State.PAUSED
-            self.clock.after(self.cost, self._durable, epoch, step, now + self.cost)
+            self.clock.after(self.cost, self._durable, epoch, step, now + self.cost, slow)
         else:
-            self.clock.after(self.cost, self._durable, epoch, step, now)
-            self._next_checkpoint(epoch)
+            self.clock.after(self.cost, self._durable, epoch, step, now, slow)
+            self._next_checkpoint(epoch, step)
 
-    def _durable(self, epoch: int, step: int, stamp: float) -> None:
+    def _durable(self, epoch: int, step: int, stamp: float, slow: float) -> None:
         """The checkpoint is on storage. ``stamp``: the time training restarts from
-        (the end of a blocking checkpoint; the snapshot of an asynchronous one)."""
+        (the end of a blocking checkpoint; the snapshot of an asynchronous one);
+        ``slow``: the slowed work up to it, now kept."""
         if epoch != self.epoch:
             return
         now = self.clock.now
         self.checkpoint_step, self.checkpoint_stamp, self.checkpoint_at = step, stamp, now
+        self.slow_saved = slow
         if self.blocking:
             self.totals.checkpointing += self.cost
             self.state = State.RUNNING
-            self.anchor, self.anchor_step = now, step
-            self._next_checkpoint(epoch)
+            self._anchor_at(step)
+            self._next_checkpoint(epoch, step)
         self.hosts.checkpointed()
         if self.stop_after_checkpoint:
             self.crash(planned=True)
@@ -294,23 +392,62 @@ class Job:
     def _step_now(self) -> int:
         if self.state is not State.RUNNING:
             return self.anchor_step
-        return self.anchor_step + int((self.clock.now - self.anchor) / self.step + 1e-6)
+        done = self.anchor_part + (self.clock.now - self.anchor) / self.period
+        return self.anchor_step + int(done + 1e-6)
+
+    def _done_at(self, step: int) -> float:
+        """When ``step`` was (or, at the current pace, will be) done."""
+        if step <= self.anchor_step:
+            return self.anchor_done
+        return self._when(step)
+
+    def _when(self, step: int) -> float:
+        return self.anchor + (step - self.anchor_step - self.anchor_part) * self.period
+
+    def _anchor_at(self, step: int, when: float | None = None) -> None:
+        """Step ``step`` was done at ``when`` (default now) and nothing of the next one
+        since: a resume, the end of a blocking checkpoint, a freeze."""
+        when = self.clock.now if when is None else when
+        self.anchor, self.anchor_step, self.anchor_part, self.anchor_done = when, step, 0.0, when
+
+    def _reanchor(self) -> None:
+        """Progress as of now, before the pace changes: the steps done, the time the last
+        of them was done, and the share of the step under way."""
+        done = self.anchor_part + (self.clock.now - self.anchor) / self.period
+        whole = int(done + 1e-6)
+        step = self.anchor_step + whole
+        self.anchor_done = self._done_at(step)
+        self.anchor, self.anchor_step = self.clock.now, step
+        self.anchor_part = min(max(0.0, done - whole), 1.0 - 1e-6)
 
     def _freeze(self) -> None:
-        """Progress stops at the last completed step (a blocking checkpoint, a hang)."""
+        """Progress stops at the last completed step (a blocking checkpoint, a hang):
+        the share of the step under way is lost."""
         if self.state is State.RUNNING:
             step = self._step_now()
-            self.anchor += (step - self.anchor_step) * self.step
-            self.anchor_step = step
+            self._anchor_at(step, self._done_at(step))
+
+    def _account(self) -> None:
+        """Count the running time since the last change of state or pace, and what
+        a straggler's pace cost of it."""
+        now = self.clock.now
+        if self._state is State.RUNNING:
+            elapsed = now - self.since
+            self.trained += elapsed
+            if self.pace > 1.0:
+                self.totals.straggling += elapsed
+                self.slow_work += elapsed * (1.0 - 1.0 / self.pace)
+        self.since = now
+
+    def _slow_work_now(self) -> float:
+        self._account()
+        return self.slow_work
 
     def _progress(self) -> Progress | None:
         if not self.training:
             return None
         step = self._step_now()
-        if self.state is State.RUNNING:
-            when = self.anchor + (step - self.anchor_step) * self.step
-        else:
-            when = self.anchor
+        when = self._done_at(step) if self.state is State.RUNNING else self.anchor
         return Progress(
             step=step,
             time=at(when),

@@ -21,6 +21,12 @@ How a class shows decides who can act on it:
   numerics notice, a person finds and repairs the node.
 - ``job`` and ``hang``: the job crashes, or hangs until the NCCL watchdog, with
   no node at fault; a restart is all it takes.
+- ``slow``: a straggler: a GPU that runs slow (a clock stuck low, a bad power
+  stage, a link trained down) while every check passes and nothing crashes. A
+  synchronous job steps at its slowest rank's pace, so the whole job slows down
+  while it runs there: the job's own reports (Pitcrew) or its owners (people)
+  notice. Llama 3's table counts interruptions, and a straggler interrupts
+  nothing, so its rate is a separate, stated assumption (``--stragglers-per-node-year``).
 
 A fault needs a repair of some *depth*: a GPU reset clears it, or a reboot, a
 reimage, or a part must be replaced. The depths per class are stated
@@ -49,9 +55,10 @@ class Shows(StrEnum):
     SILENT = "silent"
     JOB = "job"
     HANG = "hang"
+    SLOW = "slow"
 
 
-NODE_SHOWS = frozenset({Shows.GPU, Shows.HOST, Shows.MAINTENANCE, Shows.SILENT})
+NODE_SHOWS = frozenset({Shows.GPU, Shows.HOST, Shows.MAINTENANCE, Shows.SILENT, Shows.SLOW})
 
 
 class Depth(IntEnum):
@@ -131,6 +138,13 @@ LLAMA3: tuple[FaultKind, ...] = (
     FaultKind("system memory", 2, Shows.HOST, depth=(0.0, 0.0, 0.0, 1.0)),
 )
 # fmt: on
+STRAGGLER = FaultKind(
+    "straggler", 0, Shows.SLOW, depth=(0.30, 0.30, 0.0, 0.40), part=timing.GPU_RMA
+)
+"""A GPU that runs slow. Not in the Llama 3 table, which counts interruptions; its
+rate, its slowdown (:attr:`Exposure.slowdown`) and its depths are stated assumptions
+(docs/goodput.md): a clock stuck low clears with a reset, a link trained down with a
+reboot, a bad power stage or a degraded NVLink needs a new part (RMA)."""
 EXPONENTIAL = FaultKind(
     "exponential", 1.0, Shows.GPU, _xid(79, "GPU has fallen off the bus"), None, (1.0, 0, 0, 0)
 )
@@ -187,6 +201,9 @@ class Fault:
     """Standard normal draws for the person's delays (noticing, the ticket, the fix),
     drawn with the fault so that every policy's people are equally quick with it."""
     planned: bool = False
+    slowdown: float = 1.0
+    """A straggler's step time over a healthy one's, with this node in the job (drawn
+    with the fault: every policy meets the same straggler); 1 for every other class."""
 
 
 @dataclass(frozen=True)
@@ -199,6 +216,10 @@ class Exposure:
     warning_lead: float
     lemons: int = 0
     lemon_factor: float = 10.0
+    stragglers: float = 0.0
+    """Straggler faults per node-second (:data:`STRAGGLER`); 0: none."""
+    slowdown: tuple[float, float] = (1.2, 2.0)
+    """A straggler's slowdown is drawn uniformly from this range."""
 
 
 def schedule(the_mix: Mix, exposure: Exposure, *, seed: int) -> list[Fault]:
@@ -207,7 +228,8 @@ def schedule(the_mix: Mix, exposure: Exposure, *, seed: int) -> list[Fault]:
     planned interruptions. Each has its own seeded stream, so node ``n`` meets the
     same faults whatever the pool's size and every policy meets the same faults (a
     fault that strikes a node already broken is dropped by the run, which depends
-    on the policy)."""
+    on the policy). Stragglers come from a stream of their own per node: their rate
+    is not the mix's, and with or without them the mix's faults are the same."""
     node_kinds = [
         (k, r) for k, r in zip(the_mix.kinds, the_mix.rates, strict=True) if k.shows in NODE_SHOWS
     ]
@@ -216,11 +238,13 @@ def schedule(the_mix: Mix, exposure: Exposure, *, seed: int) -> list[Fault]:
         for k, r in zip(the_mix.kinds, the_mix.rates, strict=True)
         if k.shows not in NODE_SHOWS
     ]
+    slow_kinds = [(STRAGGLER, exposure.stragglers)]
     lemons = lemon_nodes(exposure, seed=seed)
     faults: list[Fault] = []
     for node in range(exposure.nodes):
         factor = exposure.lemon_factor if node in lemons else 1.0
         faults += _arrivals(f"{seed}:node:{node}", node_kinds, factor, node, exposure)
+        faults += _arrivals(f"{seed}:slow:{node}", slow_kinds, factor, node, exposure)
     faults += _arrivals(f"{seed}:job", job_kinds, float(exposure.job_nodes), None, exposure)
     planned = [(FaultKind("planned", 0, Shows.JOB), the_mix.planned_rate)]
     for fault in _arrivals(f"{seed}:planned", planned, float(exposure.job_nodes), None, exposure):
@@ -270,6 +294,7 @@ def _arrivals(
                 gpu=rng.randrange(exposure.gpus_per_node),
                 rng=random.Random(f"{stream}:{len(out)}"),  # noqa: S311
                 z=(rng.gauss(0.0, 1.0), rng.gauss(0.0, 1.0), rng.gauss(0.0, 1.0)),
+                slowdown=rng.uniform(*exposure.slowdown) if kind.shows is Shows.SLOW else 1.0,
             )
         )
         t += rng.expovariate(total)

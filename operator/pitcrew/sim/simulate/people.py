@@ -4,11 +4,16 @@ In the baseline they are the only ones who act: a fault is noticed when the job
 crashes (``detection_delay``), the node is cordoned and drained by hand, and a
 ticket (``ticket_delay``) later a person does the repair that fixes it: a
 reboot for what a reset or a reboot clears, a reimage, or a new part. They
-diagnose right the first time and put the node back without a burn-in.
+diagnose right the first time and put the node back without a burn-in. A
+straggler crashes nothing: they notice the slow job later
+(``straggler_notice_delay``, counted from when the job began to run on the slow
+node) and take the node out the same way.
 
 Beside Pitcrew they do what it cannot: repair a host that stopped or a GPU that
-corrupts silently (no agent finding), and take the nodes Pitcrew retired for
-repair (RMA), after which a node rejoins as a new one (Pitcrew burns it in).
+corrupts silently (no agent finding), a straggler Pitcrew does not judge
+(``stragglers.enabled`` false, or slower than the median by less than the
+policy's threshold), and take the nodes Pitcrew retired for repair (RMA), after
+which a node rejoins as a new one (Pitcrew burns it in).
 """
 
 from __future__ import annotations
@@ -39,11 +44,14 @@ class People:
         self.everything = everything
         self.detection = spread(settings.detection_delay, DETECTION_SPREAD)
         self.ticket = spread(settings.ticket_delay, TICKET_SPREAD)
+        self.slow_job = spread(settings.straggler_notice_delay, DETECTION_SPREAD)
         self.lemon_factor = settings.lemon_factor
         self.repairs = 0
         self.rmas = 0
 
     def notice_delay(self, fault: Fault) -> float:
+        if fault.kind.shows is Shows.SLOW:
+            return self.slow_job.at(fault.z[0])
         return self.detection.at(fault.z[0])
 
     def by_hand(self, fault: Fault | None) -> float:
@@ -67,11 +75,18 @@ class People:
     # -- faults on nodes ------------------------------------------------------------------
 
     def struck(self, node: Node, fault: Fault) -> None:
-        """A fault crashed whatever ran on the node: someone notices it in time, unless
-        Pitcrew sees it first (a finding of the node agent)."""
-        if not self.everything and fault.kind.shows is Shows.GPU:
+        """A fault crashed whatever ran on the node, or the job began to run on a slow
+        one: someone notices it in time, unless Pitcrew sees it first (a finding of
+        the node agent, the job's reports naming its straggler)."""
+        if not self.everything and self._pitcrew_sees(fault):
             return
         self.clock.after(self.notice_delay(fault), self._notice, node, fault)
+
+    def _pitcrew_sees(self, fault: Fault) -> bool:
+        operator = self.world.operator
+        if fault.kind.shows is Shows.SLOW:
+            return operator is not None and operator.judges(fault)
+        return fault.kind.shows is Shows.GPU
 
     def _notice(self, node: Node, fault: Fault) -> None:
         if node.fault is not fault or node.held or node.away:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pitcrew.sim.simulate.command import gap_lines
+from pitcrew.sim.simulate.command import STRAGGLER_LABELS, gap_lines, straggler_cells
 from pitcrew.sim.simulate.compare import Comparison
 from pitcrew.sim.simulate.run import BADPUT
 
@@ -109,6 +109,21 @@ def write(comparison: Comparison, directory: Path) -> Path:
     return page
 
 
+def straggler_lines(comparison: Comparison) -> list[str]:
+    """The stragglers' table: what the pace of a slow node cost each policy's job."""
+    rate = comparison.settings.stragglers_per_node_year
+    lines = [
+        f"Stragglers ({rate:g} per node-year, an assumption): the job runs at its slowest "
+        "rank's pace, which the badput (time) does not show.",
+        "",
+        "| policy | " + " | ".join(STRAGGLER_LABELS) + " |",
+        "|---|" + "---:|" * len(STRAGGLER_LABELS),
+    ]
+    for name, o in comparison.outcomes.items():
+        lines.append(f"| {name} | " + " | ".join(straggler_cells(o)) + " |")
+    return [*lines, ""]
+
+
 def markdown(comparison: Comparison, plots: list[str]) -> str:
     settings = comparison.settings
     reference = comparison.reference
@@ -134,6 +149,8 @@ def markdown(comparison: Comparison, plots: list[str]) -> str:
             f"{badput} | {o.interruptions} | {o.spares} |"
         )
     lines.append("")
+    if settings.stragglers_per_node_year > 0:
+        lines += straggler_lines(comparison)
     for name, levers in comparison.attribution.items():
         lines.append(f"What each lever adds to `{name}` (job goodput, points):")
         lines.append("")

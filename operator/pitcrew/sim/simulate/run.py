@@ -12,6 +12,11 @@ Accounting is the product's own: the job's time is
 GPU time by phase is :class:`pitcrew.core.fleet_ledger.FleetLedger`'s, fed every
 simulated hour with the nodes whose phase changed (their transitions split the
 hour) and one entry per phase for the nodes that stayed put.
+
+The ledger counts time, and a job slowed by a straggler is as busy as a healthy
+one: what the straggler's pace cost is counted beside it (:class:`Stragglers`),
+as the throughput lost over the job's training time (its MFU, relative to the
+job's healthy MFU) and over its wall time (points of goodput).
 """
 
 from __future__ import annotations
@@ -27,12 +32,37 @@ from pitcrew.sim.simulate.control import Operator
 from pitcrew.sim.simulate.mix import Exposure, lemon_nodes, mix, schedule
 from pitcrew.sim.simulate.people import People
 from pitcrew.sim.simulate.settings import Assumptions, Contender, Settings
-from pitcrew.sim.simulate.timing import DAY, HOUR
+from pitcrew.sim.simulate.timing import DAY, HOUR, YEAR
 from pitcrew.sim.simulate.world import World
 
 POOL = "simulated"
 BADPUT = ("wastedProgress", "recovery", "waitingForCapacity", "checkpointing")
 """The shares of job wall time that are not goodput; with it they add up to 1."""
+
+
+@dataclass(frozen=True)
+class Stragglers:
+    """What stragglers cost one contender's job."""
+
+    faults: int = 0
+    """Straggler faults that struck a node (on the job's nodes or not)."""
+    hours: float = 0.0
+    """Hours the job trained at a straggler's pace."""
+    throughput_lost: float = 0.0
+    """Share of the job's wall time that trained at a straggler's pace and made no
+    progress a healthy job would not have made in less: points of goodput lost to
+    the pace, beside the badput (which counts time, not pace)."""
+    mfu_lost: float = 0.0
+    """The same over the job's training time: how much lower its MFU was over the
+    run than the job's healthy MFU (0.02: 2 % of it)."""
+
+    def json(self) -> dict[str, object]:
+        return {
+            "faults": self.faults,
+            "hours": round(self.hours, 3),
+            "throughputLost": round(self.throughput_lost, 6),
+            "mfuLost": round(self.mfu_lost, 6),
+        }
 
 
 @dataclass(frozen=True)
@@ -56,7 +86,8 @@ class Outcome:
     node_fault_interruptions: int
     """Interruptions the job ledger put on a node Pitcrew took out of service."""
     faults: int
-    """Node faults that struck (not masked by one the node already had)."""
+    """Node faults that struck (not masked by one the node already had), stragglers
+    included."""
     daily: tuple[tuple[float, float], ...]
     """(day, job goodput of that day) for the plot of goodput over time."""
     fleet_seconds: dict[str, float]
@@ -68,6 +99,13 @@ class Outcome:
     breaker_trips: int = 0
     repairs_by_hand: int = 0
     rmas: int = 0
+    stragglers: Stragglers = field(default_factory=Stragglers)
+
+    @property
+    def effective_goodput(self) -> float:
+        """Job goodput at the job's full pace: training time less what stragglers'
+        pace cost of it, over wall time."""
+        return self.job_goodput - self.stragglers.throughput_lost
 
     def json(self) -> dict[str, object]:
         """The CLI contract's object for this policy (``pitcrew simulate --json``)."""
@@ -80,6 +118,8 @@ class Outcome:
             "faults": self.faults,
             "jobNodes": self.job_nodes,
             "spares": self.spares,
+            "stragglers": self.stragglers.json(),
+            "effectiveGoodput": round(self.effective_goodput, 6),
         }
 
 
@@ -104,6 +144,8 @@ def run(
         warning_lead=settings.warning_lead,
         lemons=settings.lemons,
         lemon_factor=settings.lemon_factor,
+        stragglers=settings.stragglers_per_node_year / YEAR,
+        slowdown=assumptions.straggler_slowdown,
     )
     faults = schedule(mix(settings.mix, node_mtbf=settings.node_mtbf), exposure, seed=settings.seed)
     clock = Clock()
@@ -224,7 +266,14 @@ def _outcome(
         "waitingForCapacity": capacity / wall,
         "checkpointing": totals.checkpointing / wall,
     }
-    goodput = (seconds.get(PRODUCTIVE, 0.0) - totals.checkpointing) / wall
+    training = seconds.get(PRODUCTIVE, 0.0) - totals.checkpointing
+    goodput = training / wall
+    stragglers = Stragglers(
+        faults=world.stragglers,
+        hours=totals.straggling / HOUR,
+        throughput_lost=totals.slowed / wall,
+        mfu_lost=totals.slowed / training if training > 0 else 0.0,
+    )
     return Outcome(
         name=contender.name,
         hours=settings.seconds / HOUR,
@@ -245,6 +294,7 @@ def _outcome(
         breaker_trips=operator.breaker_trips if operator else 0,
         repairs_by_hand=people.repairs,
         rmas=people.rmas,
+        stragglers=stragglers,
     )
 
 

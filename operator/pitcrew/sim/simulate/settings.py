@@ -59,6 +59,13 @@ class Settings:
     """Time for the job to take a node back from other work (priority preemption)."""
     lemons: int = 0
     lemon_factor: float = 10.0
+    stragglers_per_node_year: float = 0.1
+    """Straggler faults (a GPU that runs slow, nothing crashes, no check sees it) per
+    node and year: an assumption, not published data (docs/goodput.md); 0: none."""
+    straggler_notice_delay: float = 12 * HOUR
+    """Median time for a person to notice that the job runs slow and find the node: a
+    slow job crashes nothing, so it shows only on a throughput dashboard, and finding
+    the one slow node of thousands takes per-rank timings or a bisection."""
 
     @property
     def seconds(self) -> float:
@@ -99,6 +106,12 @@ class Assumptions:
     resync: float = 15.0
     """After a bound moved (a node left Draining, the unhealthy count fell), the nodes
     it held are decided again this much later: the operator's periodic resync."""
+    straggler_slowdown: tuple[float, float] = (1.2, 2.0)
+    """A straggler's step time over a healthy one's, drawn uniformly per fault: from
+    just at the policy's default threshold (20 % slower than the median) to half speed."""
+    report_interval: float = 30.0
+    """Seconds of training between two of rank 0's progress reports: the framework
+    hooks' default (``TrainingReporter(min_interval=30)``)."""
 
 
 @dataclass(frozen=True)

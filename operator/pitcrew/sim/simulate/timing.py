@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pitcrew.api.policy import RemediationAction
 
 MINUTE, HOUR, DAY = 60.0, 3600.0, 86400.0
+YEAR = 365 * DAY
 _Z90 = 1.2815515655446004
 """The standard normal's 90th percentile."""
 

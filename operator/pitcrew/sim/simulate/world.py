@@ -13,6 +13,12 @@ highest priority, takes a free node at once, and one running other work after
 the job lacks nodes (it is pending, or one of its nodes is cordoned); otherwise
 other work takes it. Any taint keeps both off a node: every taint here is one of
 Pitcrew's ``NoSchedule`` taints.
+
+A straggler (a ``slow`` fault) is the one fault that neither stops the node nor
+crashes the job: it sets the job's pace while a rank runs there (the pace is
+recomputed whenever the fault comes or goes and whenever a rank is placed on or
+leaves a slow node), and only the job's running on it shows it, to Pitcrew
+(rank 0's reports) or to people (a slow job).
 """
 
 from __future__ import annotations
@@ -48,7 +54,7 @@ class Stage(StrEnum):
     WARNING = "warning"
     """A degraded precursor shows; the job still runs."""
     ACTIVE = "active"
-    """Crashed: the job cannot run on the node."""
+    """Crashed: the job cannot run on the node (a straggler: it runs, slowly)."""
     HIDDEN = "hidden"
     """A repair did not clear it, and passive checks do not see it until it shows again."""
 
@@ -91,6 +97,12 @@ class Node:
     timer: int = 0
     repair: int = 0
     in_flight: bool = False
+    straggler: str = ""
+    """The job's verdict that this node is its straggler (``NodeState.straggler``),
+    while its rank runs here."""
+    exposure: int = 0
+    """Generation of the job's stretches on this slow node: a verdict counts the reports
+    of one stretch."""
     # accounting
     phase: Phase = Phase.HEALTHY
     history: list[Transition] = field(default_factory=list, repr=False)
@@ -147,6 +159,11 @@ class World:
         self.held_names: set[str] = set()
         self.masked = 0
         self.struck = 0
+        """Faults that struck a node, stragglers included."""
+        self.stragglers = 0
+        """Of those, stragglers."""
+        self.slow: set[int] = set()
+        """Nodes with an active straggler."""
 
     # -- what the core sees ---------------------------------------------------------------
 
@@ -207,7 +224,10 @@ class World:
 
     def release(self, node: Node) -> None:
         node.job = node.job_leaving = False
+        node.straggler = ""
         self.lacking.discard(node.index)
+        if node.index in self.slow:
+            self.pace()
         self.refresh(node)
         self.mark(node)
 
@@ -286,6 +306,9 @@ class World:
         node.job, node.job_leaving = True, False
         if node.probe and self._verifying(node):
             node.probe = ""  # the job preempts a verification probe
+        if node.index in self.slow:
+            self.pace()
+            self._exposed(node)
         self.mark(node)
 
     def _reclaimed(self, node: Node) -> None:
@@ -349,6 +372,9 @@ class World:
             return
         self.struck += 1
         node.fault = fault
+        if fault.kind.shows is Shows.SLOW:
+            self._slows(node, fault)
+            return
         if fault.warned:
             node.stage = Stage.WARNING
             if self.operator is not None:
@@ -376,6 +402,36 @@ class World:
         elif self.people is not None:
             self.people.struck(node, fault)
 
+    def _slows(self, node: Node, fault: Fault) -> None:
+        """A straggler: the node stays up and passes its checks, and the job, if it runs
+        there, goes at the node's pace. Nobody is told: the job running on it shows it."""
+        self.stragglers += 1
+        node.stage = Stage.ACTIVE
+        self.slow.add(node.index)
+        if node.job:
+            self.pace()
+            self._exposed(node)
+
+    def _exposed(self, node: Node) -> None:
+        """A rank of the job runs on a slow node: its reports (Pitcrew) and its owners
+        (people) can see it from now on."""
+        fault = node.fault
+        assert fault is not None
+        if self.operator is not None:
+            self.operator.straggling(node, fault)
+        if self.people is not None:
+            self.people.struck(node, fault)
+
+    def pace(self) -> None:
+        """The job steps at its slowest rank's pace."""
+        job = self.job
+        slowest = 1.0
+        for index in self.slow:
+            fault = self.nodes[index].fault
+            if index in job.rank_of and fault is not None:
+                slowest = max(slowest, fault.slowdown)
+        job.set_pace(slowest)
+
     def _maintained(self, node: Node, fault: Fault) -> None:
         if node.fault is fault:
             self.clear(node)
@@ -384,6 +440,10 @@ class World:
     def clear(self, node: Node) -> None:
         node.fault, node.stage = None, Stage.NONE
         self.blocking.discard(node.index)
+        if node.index in self.slow:
+            self.slow.discard(node.index)
+            node.straggler = ""
+            self.pace()
         self.job.try_start()
 
     def hide(self, node: Node, fault: Fault) -> None:
