@@ -34,9 +34,11 @@ GPU_TEMPLATE = {
 }
 
 
-def jobset(api: client.ApiClient, fleet: Fleet, namespace: str, name: str) -> list[str]:
-    """A JobSet of one worker per node, and its pods as its controller makes them;
-    the pods' names, rank 0 first."""
+def jobset(
+    api: client.ApiClient, fleet: Fleet, namespace: str, name: str, *, declared: int | None = None
+) -> list[str]:
+    """A JobSet of one worker per node but the last (or ``declared`` workers), and its
+    pods on those nodes as its controller makes them; the pods' names, rank 0 first."""
     crd(api, "jobset.x-k8s.io", "v1alpha2", "JobSet")
     created = client.CustomObjectsApi(api).create_namespaced_custom_object(
         "jobset.x-k8s.io",
@@ -51,7 +53,7 @@ def jobset(api: client.ApiClient, fleet: Fleet, namespace: str, name: str) -> li
                 "replicatedJobs": [
                     {
                         "name": "workers",
-                        "replicas": len(fleet.nodes) - 1,
+                        "replicas": declared or len(fleet.nodes) - 1,
                         "template": {"spec": {"template": GPU_TEMPLATE}},
                     }
                 ]
@@ -203,3 +205,29 @@ def test_the_rank_its_job_names_slowest_has_its_node_taken_out_as_a_straggler(
         assert any(f"job {namespace}/pretrain" in m for m in told), told
     finally:
         trainer.stop()
+
+
+def test_a_jobset_declaring_more_workers_than_run_is_waiting_for_them(
+    fleet_factory: type[Fleet],
+    pitcrew: SimStack,
+    api_client: client.ApiClient,
+    namespace: str,
+) -> None:
+    """The size comes from the JobSet itself, read with the chart's ClusterRole
+    (``rbac.readJobSizes``): three GPU workers declared, two running, no label says
+    so. The job waits; with the size taken from its pods it would be training."""
+    fleet = fleet_factory(size=3)
+    fleet.policy()
+    jobset(api_client, fleet, namespace, "short", declared=3)
+    job = f"{namespace}/short"
+
+    def seconds(category: str) -> float:
+        return job_metrics(pitcrew, job).get(("pitcrew_job_seconds_total", category), 0.0)
+
+    # The first tick may count two of two: the JobSet is read off the tick, once asked.
+    eventually(lambda: seconds("waiting") > 0, timeout=60, what="the job waiting")
+    productive = seconds("productive")
+    eventually(
+        lambda: seconds("waiting") > 15, timeout=60, what="15 s waiting for the third worker"
+    )
+    assert seconds("productive") == productive
