@@ -205,6 +205,12 @@ def test_the_rank_its_job_names_slowest_has_its_node_taken_out_as_a_straggler(
         assert any(f"job {namespace}/pretrain" in m for m in told), told
     finally:
         trainer.stop()
+    # Then like any degraded fault: the ladder's reset, a validation, back in service
+    # (nothing is wrong with the simulated GPU: the slowness was the training's).
+    back = fleet.wait_phase(slow, "Healthy", "Spare", timeout=180)["status"]["phase"]
+    history = fleet.history(slow)
+    since = len(history) - 1 - history[::-1].index("Suspect")
+    assert history[since:] == ["Suspect", "Draining", "Remediating", "Validating", back], history
 
 
 def test_a_jobset_declaring_more_workers_than_run_is_waiting_for_them(
