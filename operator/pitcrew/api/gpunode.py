@@ -144,6 +144,16 @@ class RemediationStatus(ApiModel):
     )
 
 
+class RepairUnderTest(ApiModel):
+    """The rung whose repair a validation is judging. Should the validation fail, the
+    repair did not hold: the ladder goes on from the next rung, not from its first
+    (a reset that leaves a GPU slow is not tried three times before a reboot)."""
+
+    action: RemediationAction
+    fault_class: FaultClass
+    step: int = Field(ge=0, description="Index of the rung in the ladder.")
+
+
 class DrainStatus(ApiModel):
     started_at: Timestamp
     pending: list[str] = Field(
@@ -219,6 +229,7 @@ class GPUNodeStatus(ApiModel):
     )
     verification: VerificationStatus | None = None
     remediation: RemediationStatus | None = None
+    repair_under_test: RepairUnderTest | None = None
     drain: DrainStatus | None = None
     remediations: list[Timestamp] = Field(
         default_factory=list,

@@ -45,6 +45,7 @@ from pitcrew.api.gpunode import (
     GPUNodeStatus,
     Phase,
     RemediationStatus,
+    RepairUnderTest,
     Transition,
     VerificationResult,
     VerificationStatus,
@@ -567,6 +568,7 @@ def _validating(b: _Builder) -> None:
                 )
             )
         _back_in_service(b, "ValidationPassed", f"{suite} validation passed")
+        b.set(repair_under_test=None)
         return
     admission = safety.admit_unhealthy(
         spec.safety, b.fleet, now=b.now, cooldown_until=b.policy.cooldown_until
@@ -798,7 +800,7 @@ def _lemon(b: _Builder) -> bool:
 
 def _retire(b: _Builder, reason: str, message: str) -> None:
     b.go(Phase.RETIRED, reason, message)
-    b.set(remediation=None, drain=None)
+    b.set(remediation=None, drain=None, repair_under_test=None)
     b.actions.append(a.SetTaint(RETIRED_TAINT, reason, reason, f"retired: {message}"))
 
 
@@ -826,7 +828,11 @@ def _begin_remediation(b: _Builder, *, escalated: bool = False) -> None:
             f"{b.policy.spec.remediation.lemon.window}",
         )
         return
-    _start_step(b, fault_class, step=0, attempt=1)
+    held = b.status.repair_under_test
+    # A repair its validation found wanting did not hold: the next rung, not the first.
+    step = held.step + 1 if held is not None and held.fault_class is fault_class else 0
+    b.set(repair_under_test=None)
+    _start_step(b, fault_class, step=step, attempt=1)
 
 
 def _start_step(b: _Builder, fault_class: FaultClass, *, step: int, attempt: int) -> None:
@@ -920,6 +926,13 @@ def _remediating(b: _Builder) -> None:
                 b,
                 "Repaired",
                 f"{remediation.action} repaired the node: revalidating before it takes work",
+            )
+            b.set(
+                repair_under_test=RepairUnderTest(
+                    action=remediation.action,
+                    fault_class=remediation.fault_class,
+                    step=remediation.step,
+                )
             )
         else:
             _back_in_service(b, "Repaired", f"{remediation.action} repaired the node")

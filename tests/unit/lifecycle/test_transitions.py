@@ -258,6 +258,40 @@ def test_repaired_node_is_revalidated_before_it_takes_work() -> None:
     assert decision.status.remediation is None
 
 
+def test_a_repair_its_validation_finds_wanting_goes_on_from_the_next_rung() -> None:
+    """A reset that leaves the GPU failing is not a reset to try again: the node is
+    drained empty after its failed validation and the ladder goes on to the reboot."""
+    cordoned = pitcrew_cordoned(node(), QUARANTINE_TAINT)
+    clean = report(at=LATER).model_copy(update={"repair": "k"})
+    validating = decide(
+        state=state(cordoned, remediating(checks=clean, confirmed="reset Job k succeeded")),
+        policy=policy(),
+        fleet=fleet(remediating=1),
+        now=LATER,
+    ).status
+    assert validating.repair_under_test is not None
+    assert (validating.repair_under_test.step, validating.repair_under_test.fault_class) == (
+        0,
+        FATAL,
+    )
+    failed = validating.model_copy(
+        update={"phase": Phase.DRAINING, "checks": report(finding(FATAL), at=LATER)}
+    )
+    again = decide(
+        state=state(cordoned, failed), policy=policy(), fleet=fleet(draining=1), now=LATER
+    )
+    assert again.status.remediation is not None
+    assert again.status.remediation.action is RemediationAction.REBOOT
+    assert again.status.repair_under_test is None
+    # Another class of fault after the repair starts its own ladder at the first rung.
+    other = failed.model_copy(update={"checks": report(finding(DEGRADED), at=LATER)})
+    fresh = decide(
+        state=state(cordoned, other), policy=policy(), fleet=fleet(draining=1), now=LATER
+    )
+    assert fresh.status.remediation is not None
+    assert fresh.status.remediation.step == 0
+
+
 def test_timed_out_rung_is_retried_then_escalated() -> None:
     cordoned = pitcrew_cordoned(node(), QUARANTINE_TAINT)
     after_timeout = T0 + datetime.timedelta(minutes=11)
