@@ -171,6 +171,9 @@ class Demo:
             target=self._train, args=(job, stop), daemon=True, name="demo-training"
         )
         trainer.start()
+        threading.Thread(
+            target=job.watch_slowdown, args=(stop,), daemon=True, name="demo-slowdown"
+        ).start()
         snapshot = self._snapshot(api, kubeconfig, job, 0.0)
         try:
             with Live(render(snapshot), console=self.console, refresh_per_second=2) as live:

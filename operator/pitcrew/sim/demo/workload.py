@@ -12,8 +12,9 @@ resumes from the last checkpoint, losing the steps since.
 
 The job is synchronous, as data-parallel training is: each rank's compute time
 is the healthy step time, times the ``slow-gemm`` factor of its node's
-simulated GPUs (the faults annotation, re-read every second, so a repaired node
-is fast again), with a little noise; a step takes as long as the slowest rank.
+simulated GPUs (the faults annotation, re-read every second by
+:meth:`TrainingJob.watch_slowdown`, so a repaired node is fast again), with a
+little noise; a step takes as long as the slowest rank.
 Each report carries the median and the slowest nodes, as the framework hooks
 gather them (:mod:`pitcrew.client.distributed`).
 """
@@ -23,7 +24,7 @@ from __future__ import annotations
 import datetime
 import logging
 import random
-import time
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,8 +95,8 @@ class TrainingJob:
         self.state = JobState()
         self.noise = random.Random(seed)  # noqa: S311 - a simulation, not a secret
         self.slowdown: dict[str, float] = {}
-        """Each node's compute slowdown (its ``slow-gemm`` factor), refreshed every second."""
-        self.slowdown_read = -float("inf")
+        """Each node's compute slowdown (its ``slow-gemm`` factor), kept fresh by
+        :meth:`watch_slowdown`."""
         self.was_running = False
         self.progress = 0.0
         self.report_every = report_every
@@ -213,14 +214,20 @@ class TrainingJob:
 
     def _rank_seconds(self, nodes: list[str]) -> list[float]:
         """Each rank's compute time per step, on the node it runs on."""
-        if time.monotonic() - self.slowdown_read > 1.0:
-            self.slowdown_read = time.monotonic()
-            self.slowdown = self._slowdown()
         healthy = 1 / self.steps_per_second
         return [
             healthy * self.slowdown.get(node, 1.0) * (1 + abs(self.noise.gauss(0, NOISE)))
             for node in nodes
         ]
+
+    def watch_slowdown(self, stop: threading.Event, every: float = 1.0) -> None:
+        """Re-read the nodes' slowdowns until ``stop`` (a thread of its own: the
+        training loop's ticks must stay as short as its pod listing)."""
+        while not stop.wait(every):
+            try:
+                self.slowdown = self._slowdown()
+            except client.ApiException as error:
+                logger.warning("reading the nodes' faults failed (%s); retried", error.reason)
 
     def _slowdown(self) -> dict[str, float]:
         listed = request(self.api, "GET", "/api/v1/nodes").get("items", [])
