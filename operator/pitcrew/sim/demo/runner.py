@@ -9,6 +9,8 @@ ships; the demo only injects faults and plays the training job.
 
 from __future__ import annotations
 
+import bisect
+import datetime
 import json
 import logging
 import threading
@@ -26,6 +28,7 @@ from rich.live import Live
 from pitcrew.api.gpunode import Phase
 from pitcrew.api.meta import GROUP, VERSION
 from pitcrew.api.vocabulary import FAULTS_ANNOTATION, OPERATOR_COMPONENT, SIMULATED_LABEL
+from pitcrew.core.convert import EPOCH, parse_time
 from pitcrew.kube.client import request
 from pitcrew.sim.demo.scenario import ScheduledFault, schedule
 from pitcrew.sim.demo.view import InjectedFault, Snapshot, render, summary
@@ -97,6 +100,8 @@ class Demo:
         self.started = time.monotonic()
         self.faults: list[InjectedFault] = []
         self.actions: list[str] = []
+        self.timeline: list[tuple[datetime.datetime, int, str]] = []
+        """Pitcrew's actions by the time of their Event (the seen count breaks ties)."""
         self.seen_events: set[str] = set()
         self.metrics_port = 0
         self.phases: dict[str, Phase] = {}
@@ -252,24 +257,25 @@ class Demo:
         }
 
     def _events(self, api: client.ApiClient) -> None:
+        """Pitcrew's Events on Nodes, in the order they happened: an Event listed late
+        (the recorder posts from a thread) is placed by its time, not by when it was
+        seen."""
         events = request(api, "GET", "/api/v1/namespaces/default/events").get("items", [])
-        fresh = [
-            e
-            for e in events
-            if e.get("reportingComponent") == OPERATOR_COMPONENT
-            and e["involvedObject"].get("kind") == "Node"
-        ]
-        fresh.sort(key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
-        for event in fresh:
+        for event in events:
+            if event.get("reportingComponent") != OPERATOR_COMPONENT:
+                continue
+            if event["involvedObject"].get("kind") != "Node":
+                continue
             key = f"{event['metadata']['name']}/{event.get('count')}"
             if key in self.seen_events:
                 continue
             self.seen_events.add(key)
+            when = parse_time(event.get("lastTimestamp") or event.get("eventTime")) or EPOCH
             node = event["involvedObject"]["name"]
-            self.actions.append(f"{node}: {event['reason']}: {event['message']}"[:160])
-        del self.actions[
-            :-ACTIONS_KEPT
-        ]  # the screen shows the last ten; a day-long run stays small
+            text = f"{node}: {event['reason']}: {event['message']}"[:160]
+            bisect.insort(self.timeline, (when, len(self.seen_events), text))
+        del self.timeline[:-ACTIONS_KEPT]  # the screen shows the last ten; a day stays small
+        self.actions = [text for _, _, text in self.timeline]
 
     def _metrics(self) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
         url = f"http://127.0.0.1:{self.metrics_port}/metrics"

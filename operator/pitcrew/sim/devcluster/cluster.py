@@ -34,10 +34,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from kubernetes import client, config
+from kubernetes import client
 
 from gpuhealth.models import GpuModel
 from pitcrew.api.vocabulary import SIMULATED_LABEL
+from pitcrew.kube.client import api_client
 from pitcrew.sim.devcluster import build, nodes, pki
 from pitcrew.sim.devcluster.errors import DevclusterError
 
@@ -279,7 +280,9 @@ def up(
             f"Control plane up in {time.monotonic() - started:.1f}s; "
             f"creating {node_count} GPU nodes ({gpus_per_node}x {model.name})."
         )
-        api = client.CoreV1Api(config.new_client_from_config(config_file=state.kubeconfig))
+        # A pool as large as the creating threads: the client's default of 10 warns
+        # "Connection pool is full" on the demo's first screen.
+        api = client.CoreV1Api(api_client(state.kubeconfig))
         nodes.create_nodes(api, count=node_count, model=model, gpus=gpus_per_node)
         kwok = next(p for p in state.processes if p.name == "kwok")
         launch.wait_for(
