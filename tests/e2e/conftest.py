@@ -26,7 +26,7 @@ from fleet import NAMESPACE, Fleet
 from kubernetes import client, config
 
 from gpuhealth.models import get_model
-from pitcrew.kube import crds as crds_module
+from pitcrew.deploy.install import install_crds
 from pitcrew.sim import devcluster
 from pitcrew.sim.stack import SimStack
 
@@ -75,7 +75,7 @@ def namespace(core: client.CoreV1Api) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def crds(api_client: client.ApiClient) -> list[str]:
-    return crds_module.install(api_client)
+    return install_crds(api_client)
 
 
 @pytest.fixture(scope="session")

@@ -11,18 +11,39 @@ from prometheus_client.samples import Sample
 
 from pitcrew.sim.stack import SimStack
 
+OPERATORS = ("operator-a", "operator-b")
+
+
+def process_samples(pitcrew: SimStack, name: str) -> list[Sample]:
+    """One operator process's samples; none if it is not running."""
+    process = pitcrew.running.get(name)
+    if process is None or process.poll() is not None:
+        return []
+    url = f"http://127.0.0.1:{pitcrew.metrics_port(name)}/metrics"
+    with urllib.request.urlopen(url, timeout=5) as answer:
+        text = answer.read().decode()
+    return [s for family in text_string_to_metric_families(text) for s in family.samples]
+
 
 def samples(pitcrew: SimStack) -> Iterator[Sample]:
     """The metric samples of whichever operator leads (only the leader accounts)."""
-    for name in ("operator-a", "operator-b"):
-        process = pitcrew.running.get(name)
-        if process is None or process.poll() is not None:
-            continue
-        url = f"http://127.0.0.1:{pitcrew.metrics_port(name)}/metrics"
-        with urllib.request.urlopen(url, timeout=5) as answer:
-            text = answer.read().decode()
-        for family in text_string_to_metric_families(text):
-            yield from family.samples
+    for name in OPERATORS:
+        yield from process_samples(pitcrew, name)
+
+
+def leader_job_seconds(pitcrew: SimStack, job: str) -> tuple[str, dict[str, float]]:
+    """The leading process and its own ``pitcrew_job_seconds_total`` of ``job`` by
+    category: a leader that took over counts from its own start, so a comparison
+    over time must stay within one leader's counters."""
+    for name in OPERATORS:
+        found = process_samples(pitcrew, name)
+        if any(s.name == "pitcrew_leader" and s.value == 1 for s in found):
+            return name, {
+                s.labels["category"]: s.value
+                for s in found
+                if s.name == "pitcrew_job_seconds_total" and s.labels.get("job") == job
+            }
+    return "", {}
 
 
 def job_metrics(pitcrew: SimStack, job: str) -> dict[tuple[str, str], float]:

@@ -46,9 +46,45 @@ def _devcluster_up(args: argparse.Namespace) -> int:
         apiserver_port=args.port,
         timeout=args.timeout,
     )
-    print(f"\nexport KUBECONFIG={state.kubeconfig}")
-    print("kubectl get nodes -L nvidia.com/gpu.product       # see the simulated GPU nodes")
+    if args.with_pitcrew:
+        from pitcrew.deploy import install  # noqa: PLC0415
+
+        applied = install.install(api_client(state.kubeconfig), args.namespace)
+        print(f"Pitcrew installed: {applied} objects (CRDs, RBAC, admission, policy gpu-fleet).")
+        print("\nThree commands to a quarantined node:")
+        for line in next_steps(state.kubeconfig, args.namespace):
+            print(line)
+    else:
+        print(f"\nexport KUBECONFIG={state.kubeconfig}")
+        print("kubectl get nodes -L nvidia.com/gpu.product       # see the simulated GPU nodes")
     print(f"pitcrew devcluster down --dir {args.dir}            # stop everything it started")
+    return 0
+
+
+def next_steps(kubeconfig: str, namespace: str) -> list[str]:
+    """From an installed devcluster to a quarantined node: the README's three commands."""
+    fault = '[{"type": "xid", "gpu": 0, "code": 79}]'
+    return [
+        f"pitcrew sim-agents --kubeconfig {kubeconfig} --interval 5s &",
+        f"pitcrew operator --kubeconfig {kubeconfig} --namespace {namespace} &",
+        f"kubectl --kubeconfig {kubeconfig} annotate node gpu-node-0003 "
+        f"sim.pitcrew.dev/faults='{fault}'",
+    ]
+
+
+def _install(args: argparse.Namespace) -> int:
+    from pitcrew.deploy import install  # noqa: PLC0415
+
+    if args.dry_run:
+        sys.stdout.write(install.render(args.namespace, policy=not args.no_policy))
+        return 0
+    applied = install.install(
+        api_client(args.kubeconfig), args.namespace, policy=not args.no_policy, log=print
+    )
+    print(
+        f"{applied} objects applied. Run the operator (`pitcrew operator --namespace "
+        f"{args.namespace}`) or the chart's workloads (docs/install.md)."
+    )
     return 0
 
 
@@ -263,6 +299,12 @@ def _add_devcluster(commands: Commands) -> None:
     up.add_argument("--gpu-model", default="H100")
     up.add_argument("--port", type=int, default=None, help="kube-apiserver port (default: free)")
     up.add_argument("--timeout", type=float, default=180.0, help="seconds per component")
+    up.add_argument(
+        "--with-pitcrew",
+        action="store_true",
+        help="also `pitcrew install` into it (CRDs, RBAC, admission, the default policy)",
+    )
+    up.add_argument("--namespace", default="pitcrew-system", help="for --with-pitcrew")
     up.set_defaults(handler=_devcluster_up)
     make = cluster_commands.add_parser("build", help="build the binaries (cached) and exit")
     make.set_defaults(handler=_devcluster_build)
@@ -397,6 +439,18 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     _add_devcluster(commands)
     _add_runtime(commands)
+    install_cmd = commands.add_parser(
+        "install",
+        help="CRDs, namespace, RBAC, admission policies and a default policy into a cluster "
+        "(what the chart installs but the workloads; idempotent)",
+    )
+    install_cmd.add_argument("--kubeconfig", default=None)
+    install_cmd.add_argument("--namespace", default="pitcrew-system")
+    install_cmd.add_argument("--dry-run", action="store_true", help="print the objects, apply none")
+    install_cmd.add_argument(
+        "--no-policy", action="store_true", help="leave out the default GPUHealthPolicy"
+    )
+    install_cmd.set_defaults(handler=_install)
     crds = commands.add_parser("crds", help="generate CRD YAML from the API models")
     crds.add_argument(
         "--out",

@@ -14,33 +14,19 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from kubernetes import client, utils
+from kubernetes import client
 
 from pitcrew.api.vocabulary import account_name
-from pitcrew.deploy import admission, rbac
-from pitcrew.kube import crds
+from pitcrew.deploy import install as deploy_install
 from pitcrew.kube.client import to_dict
 
 TOKEN_SECONDS = 24 * 3600
 
 
-def _apply(api: client.ApiClient, obj: dict[str, Any]) -> None:
-    try:
-        utils.create_from_dict(api, obj)
-    except utils.FailToCreateError as error:
-        if not all(getattr(e, "status", None) == 409 for e in error.api_exceptions):
-            raise
-
-
 def install(api: client.ApiClient, *, namespace: str = "pitcrew-system") -> None:
-    crds.install(api)
-    _apply(api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    for obj in [
-        *rbac.manifests(namespace),
-        *rbac.job_size_manifests(namespace),
-        *admission.manifests(namespace),
-    ]:
-        _apply(api, obj)
+    """What ``pitcrew install`` applies, without its default policy (the tests and the
+    demo bring their own)."""
+    deploy_install.install(api, namespace, policy=False)
 
 
 def bound_token(
