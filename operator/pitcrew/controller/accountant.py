@@ -302,7 +302,9 @@ class Accountant:
             saved = observation.progress.checkpoint_time if observation.progress else None
             if saved is not None and self.store.job_checkpoints.get(job) != saved:
                 self.store.job_checkpoints[job] = saved
-                woken |= nodes
+                # Only a Suspect node waits for a checkpoint: a thousand-node job's
+                # checkpoint must not queue a thousand decisions that change nothing.
+                woken |= {n for n in nodes if self.store.summary(n).phase is Phase.SUSPECT}
         self.streaks.keep(set(observations))
         for job in set(self.store.job_checkpoints) - set(observations):
             del self.store.job_checkpoints[job]

@@ -372,17 +372,21 @@ def test_no_straggler_where_the_policy_disables_them() -> None:
     assert woken == []
 
 
-def test_a_jobs_new_checkpoint_is_kept_and_wakes_its_nodes() -> None:
+def test_a_jobs_new_checkpoint_is_kept_and_wakes_its_suspect_nodes() -> None:
+    """Only a Suspect node waits for the checkpoint: the job's healthy nodes are not
+    queued for a decision that changes nothing."""
     store = straggler_fleet("acct-s6", "acct-s7")
+    suspect = healthy_status().model_copy(update={"phase": Phase.SUSPECT, "reason": "Nvlink"})
+    store.put("gpunode", gpunode("acct-s7", suspect))
     woken: list[list[str]] = []
     accountant = Accountant(store, now=T0, wake=lambda nodes: woken.append(list(nodes)))
     rank_0_reports(store, 1, saved=1)
     accountant.tick(T0 + datetime.timedelta(seconds=1, milliseconds=500))
     assert store.job_checkpoints == {STRAGGLER_JOB: T0 + datetime.timedelta(seconds=1)}
-    assert woken == [["acct-s6", "acct-s7"]]
+    assert woken == [["acct-s7"]]
     rank_0_reports(store, 2, saved=1)  # the same checkpoint again: no news
     accountant.tick(T0 + datetime.timedelta(seconds=2, milliseconds=500))
-    assert woken == [["acct-s6", "acct-s7"]]
+    assert woken == [["acct-s7"]]
     for key in list(store.pods):
         store.put("pod", store.pods[key], deleted=True)
     accountant.tick(T0 + datetime.timedelta(seconds=3))
