@@ -219,6 +219,7 @@ class Fleet:
         labels: dict[str, str] | None = None,
         annotations: dict[str, str] | None = None,
         gpus: int = 8,
+        owners: list[dict[str, str]] | None = None,
     ) -> None:
         self.core.create_namespaced_pod(
             namespace,
@@ -227,6 +228,7 @@ class Fleet:
                     "name": name,
                     "labels": labels or {},
                     "annotations": annotations or {},
+                    "ownerReferences": owners or [],
                 },
                 "spec": {
                     "nodeSelector": {"kubernetes.io/hostname": node},

@@ -7,8 +7,9 @@ from __future__ import annotations
 import threading
 import time
 
-from fleet import GROUP_LABEL, Fleet, crd, eventually
+from fleet import GROUP_LABEL, Fleet, eventually
 from kubernetes import client
+from launchers import jobset
 from operator_metrics import gauges, job_metrics
 
 from pitcrew.sim.demo.workload import NAMESPACE, TrainingJob
@@ -103,59 +104,11 @@ def test_a_jobset_launched_job_is_accounted_under_its_own_name(
     """A JobSet's pods as its controller creates them (the JobSet's labels and their
     child Job's, no pitcrew.dev/* label): the operator accounts one job named after
     the JobSet, with the GPUs of both workers, and none per child Job."""
-    crd(api_client, "jobset.x-k8s.io", "v1alpha2", "JobSet")
     fleet = fleet_factory(size=2)
     fleet.policy()
     for node in fleet.nodes:
         fleet.wait_phase(node, "Healthy")
-    jobset = client.CustomObjectsApi(api_client).create_namespaced_custom_object(
-        "jobset.x-k8s.io",
-        "v1alpha2",
-        namespace,
-        "jobsets",
-        {
-            "apiVersion": "jobset.x-k8s.io/v1alpha2",
-            "kind": "JobSet",
-            "metadata": {"name": "pretrain"},
-            "spec": {"replicatedJobs": [{"name": "workers", "replicas": 2}]},
-        },
-    )
-    owner = {
-        "apiVersion": "jobset.x-k8s.io/v1alpha2",
-        "kind": "JobSet",
-        "name": "pretrain",
-        "uid": jobset["metadata"]["uid"],
-    }
-    for index, node in enumerate(fleet.nodes):
-        child = f"pretrain-workers-{index}"
-        fleet.core.create_namespaced_pod(
-            namespace,
-            {
-                "metadata": {
-                    "name": f"{child}-0",
-                    "ownerReferences": [owner],
-                    "labels": {
-                        "jobset.sigs.k8s.io/jobset-name": "pretrain",
-                        "jobset.sigs.k8s.io/replicatedjob-name": "workers",
-                        "jobset.sigs.k8s.io/job-index": str(index),
-                        "batch.kubernetes.io/job-name": child,
-                        "job-name": child,
-                        "batch.kubernetes.io/job-completion-index": "0",
-                    },
-                },
-                "spec": {
-                    "nodeSelector": {"kubernetes.io/hostname": node},
-                    "containers": [
-                        {
-                            "name": "train",
-                            "image": "trainer:1",
-                            "resources": {"limits": {"nvidia.com/gpu": "8"}},
-                        }
-                    ],
-                    "terminationGracePeriodSeconds": 1,
-                },
-            },
-        )
+    jobset(api_client, fleet, namespace, "pretrain", fleet.nodes)
     account = f"{namespace}/pretrain"
     found = eventually(
         lambda: (m := gauges(pitcrew, "pitcrew_job_gpus")).get(account) == 16 and m,

@@ -15,78 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from fleet import Fleet, crd, eventually
+from fleet import Fleet, eventually
 from kubernetes import client
+from launchers import jobset
 from operator_metrics import gauges, job_metrics, leader_job_seconds
 
 from pitcrew.sim.stack import SimStack
 
 SUPPORT = Path(__file__).resolve().parents[2] / "support"
-GPU_TEMPLATE = {
-    "spec": {
-        "containers": [
-            {
-                "name": "train",
-                "image": "trainer:1",
-                "resources": {"limits": {"nvidia.com/gpu": "8"}},
-            }
-        ]
-    }
-}
-
-
-def jobset(
-    api: client.ApiClient, fleet: Fleet, namespace: str, name: str, *, declared: int | None = None
-) -> list[str]:
-    """A JobSet of one worker per node but the last (or ``declared`` workers), and its
-    pods on those nodes as its controller makes them; the pods' names, rank 0 first."""
-    crd(api, "jobset.x-k8s.io", "v1alpha2", "JobSet")
-    created = client.CustomObjectsApi(api).create_namespaced_custom_object(
-        "jobset.x-k8s.io",
-        "v1alpha2",
-        namespace,
-        "jobsets",
-        {
-            "apiVersion": "jobset.x-k8s.io/v1alpha2",
-            "kind": "JobSet",
-            "metadata": {"name": name},
-            "spec": {
-                "replicatedJobs": [
-                    {
-                        "name": "workers",
-                        "replicas": declared or len(fleet.nodes) - 1,
-                        "template": {"spec": {"template": GPU_TEMPLATE}},
-                    }
-                ]
-            },
-        },
-    )
-    pods = []
-    for index, node in enumerate(fleet.nodes[:-1]):  # the last node stays free
-        child = f"{name}-workers-{index}"
-        fleet.pod(
-            namespace,
-            f"{child}-0",
-            node,
-            labels={
-                "jobset.sigs.k8s.io/jobset-name": name,
-                "jobset.sigs.k8s.io/replicatedjob-name": "workers",
-                "jobset.sigs.k8s.io/job-index": str(index),
-                "batch.kubernetes.io/job-name": child,
-                "job-name": child,
-            },
-        )
-        owner = {
-            "apiVersion": "jobset.x-k8s.io/v1alpha2",
-            "kind": "JobSet",
-            "name": name,
-            "uid": created["metadata"]["uid"],
-        }
-        fleet.core.patch_namespaced_pod(
-            f"{child}-0", namespace, {"metadata": {"ownerReferences": [owner]}}
-        )
-        pods.append(f"{child}-0")
-    return pods
 
 
 @dataclass
@@ -145,7 +81,7 @@ def test_a_lightning_job_launched_by_jobset_is_accounted_and_drained_at_its_chec
     fleet.policy(safety={"drain": {"checkpointMaxDelay": "10m"}})
     for node in fleet.nodes:
         fleet.wait_phase(node, "Healthy")
-    rank0, _ = jobset(api_client, fleet, namespace, "finetune")
+    rank0, _ = jobset(api_client, fleet, namespace, "finetune", fleet.nodes[:2])
     trainer = train(kubeconfig, namespace, rank0, fleet.nodes[0], "lightning", "600")
     try:
         job = f"{namespace}/finetune"
@@ -187,7 +123,7 @@ def test_the_rank_its_job_names_slowest_has_its_node_taken_out_as_a_straggler(
     )
     for node in fleet.nodes:
         fleet.wait_phase(node, "Healthy")
-    rank0, _ = jobset(api_client, fleet, namespace, "pretrain")
+    rank0, _ = jobset(api_client, fleet, namespace, "pretrain", fleet.nodes[:2])
     fast, slow = fleet.nodes[:2]
     trainer = train(kubeconfig, namespace, rank0, fast, "ranks", "1500", fast, slow, "0.03")
     try:
@@ -225,7 +161,7 @@ def test_a_jobset_declaring_more_workers_than_run_is_waiting_for_them(
     so. The job waits; with the size taken from its pods it would be training."""
     fleet = fleet_factory(size=3)
     fleet.policy()
-    jobset(api_client, fleet, namespace, "short", declared=3)
+    jobset(api_client, fleet, namespace, "short", fleet.nodes[:2], declared=3)
     job = f"{namespace}/short"
 
     def waiting_only() -> bool:

@@ -6,6 +6,7 @@ import dataclasses
 import datetime
 from typing import TypeVar
 
+import pytest
 from lifecycle_data import (
     T0,
     finding,
@@ -156,10 +157,16 @@ def test_a_suspect_of_another_degraded_reason_still_clears() -> None:
     assert decision.status.reason == "FaultCleared"
 
 
-def test_a_suspect_straggler_waits_for_a_checkpoint_after_it_was_taken_out() -> None:
-    earlier = T0 - datetime.timedelta(minutes=5)
+@pytest.mark.parametrize(
+    ("checkpoint_at", "drained"),
+    [(T0 - datetime.timedelta(minutes=5), False), (LATER, True)],
+    ids=["checkpoint before it was taken out", "the job's next checkpoint"],
+)
+def test_a_suspect_straggler_drains_after_its_jobs_next_checkpoint(
+    checkpoint_at: datetime.datetime, drained: bool
+) -> None:
     cordoned = pitcrew_cordoned(
-        node(pods=(pod("trainer-0", checkpoint_at=earlier),)), QUARANTINE_TAINT
+        node(pods=(pod("trainer-0", checkpoint_at=checkpoint_at),)), QUARANTINE_TAINT
     )
     decision = decide(
         state=straggling(cordoned, suspect_straggler(), why=""),
@@ -167,23 +174,10 @@ def test_a_suspect_straggler_waits_for_a_checkpoint_after_it_was_taken_out() -> 
         fleet=fleet(suspect=1),
         now=LATER,
     )
-    assert decision.phase is Phase.SUSPECT
-    assert not of(a.Evict, decision.actions)
-
-
-def test_a_suspect_straggler_drains_after_its_jobs_next_checkpoint() -> None:
-    cordoned = pitcrew_cordoned(
-        node(pods=(pod("trainer-0", checkpoint_at=LATER),)), QUARANTINE_TAINT
-    )
-    decision = decide(
-        state=straggling(cordoned, suspect_straggler(), why=""),
-        policy=policy(),
-        fleet=fleet(suspect=1),
-        now=LATER,
-    )
-    assert decision.phase is Phase.DRAINING
+    assert decision.phase is (Phase.DRAINING if drained else Phase.SUSPECT)
     assert decision.status.reason == STRAGGLER_REASON
-    assert [p.name for x in of(a.Evict, decision.actions) for p in x.pods] == ["trainer-0"]
+    evicted = [p.name for x in of(a.Evict, decision.actions) for p in x.pods]
+    assert evicted == (["trainer-0"] if drained else [])
 
 
 def test_a_suspect_straggler_does_not_drain_before_its_cordon_is_seen() -> None:
