@@ -285,7 +285,24 @@ class Chaos:
                 *conditions,
                 f"annotations {self.fleet.node(node).metadata.annotations}",
                 "jobs " + ", ".join(f"{j.metadata.name} {j.status.succeeded}" for j in jobs),
+                f"probe report of {(status.get('probe') or {}).get('job')}",
+                *(self._pod_line(job.metadata.name) for job in jobs),
             ]
+        )
+
+    def _pod_line(self, job: str) -> str:
+        """Where a Job's pods stalled: never created, unscheduled, running, ended."""
+        pods = (
+            client.CoreV1Api(self.api)
+            .list_namespaced_pod(NAMESPACE, label_selector=f"job-name={job}")
+            .items
+        )
+        if not pods:
+            return f"{job}: no pod"
+        return "; ".join(
+            f"{job}: pod {p.metadata.name} on {p.spec.node_name} {p.status.phase} "
+            + ",".join(f"{c.type}={c.status}" for c in p.status.conditions or [])
+            for p in pods
         )
 
     def _repaired(self, node: str) -> bool:

@@ -500,6 +500,36 @@ def _retry_probe(b: _Builder, reason: str, why: str) -> None:
     _start_probe(b, attempt=attempts + 1)
 
 
+def _awaiting_probe(b: _Builder) -> None:
+    """No report yet from this validation's probe. Its pod failing is an attempt spent
+    at once; the timeout spends one only if the pod ran. A probe whose pod never
+    reached the node (a starved Job controller or scheduler, a deleted Job) proved
+    nothing about the node: it is started again under the same attempt number, so a
+    slow control plane costs time, never the node's place in service."""
+    status, timeout = b.status, b.policy.spec.validation.timeout
+    pods = [p for p in b.node.pods if p.job_name == status.probe_job]
+    failed = next((p for p in pods if p.finished and not p.succeeded), None)
+    if failed is not None:
+        _retry_probe(b, "ProbeFailed", f"probe pod {failed.name} failed without a report")
+        return
+    if status.phase_since is None or b.now - status.phase_since <= timeout:
+        return
+    if pods:
+        _retry_probe(b, "ValidationTimedOut", f"no probe result within {timeout}")
+        return
+    if status.probe_job:
+        b.actions.append(
+            a.CancelProbe(
+                status.probe_job,
+                reason="ProbeNotStarted",
+                message=f"its pod never reached the node within {timeout}; "
+                f"not counted, attempt {status.probe_attempts} starts again",
+            )
+        )
+    b.set(phase_since=b.now)
+    _start_probe(b, attempt=status.probe_attempts)
+
+
 def _spares_wanted(b: _Builder) -> int:
     """Spares to hold now: the policy's count, less the nodes out for faults. A spare
     released to replace a broken node stays in service; the repaired node (or an
@@ -537,12 +567,9 @@ def _back_in_service(b: _Builder, reason: str, message: str) -> None:
 def _validating(b: _Builder) -> None:
     status, spec = b.status, b.policy.spec
     if not probe_done(status):
-        timeout = spec.validation.timeout
-        if status.phase_since is not None and b.now - status.phase_since > timeout:
-            _retry_probe(b, "ValidationTimedOut", f"no probe result within {timeout}")
-            if b.status.phase is not Phase.VALIDATING:
-                return
-        b.ensure_cordon(VALIDATING_TAINT, status.reason or "Validating", "Validating")
+        _awaiting_probe(b)
+        if b.status.phase is Phase.VALIDATING:
+            b.ensure_cordon(VALIDATING_TAINT, status.reason or "Validating", "Validating")
         return
     assert status.probe is not None  # _probe_done
     finding = worst_finding(status, probe=True)

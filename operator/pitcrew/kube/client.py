@@ -8,6 +8,10 @@ update is recomputed from a fresh read by its caller (node edits), never
 replayed as it was. The bound is small (a few
 seconds) because the round loop retries the whole decision later anyway:
 level-triggered code does not need heroic retries, only no crash loops.
+
+The exception is a write that nothing will redo: a probe pod's report is minutes
+of burn-in that no round recomputes, so it is retried (``patient``) for as long
+as its Job may run, not for a few seconds.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from tenacity import (
     retry,
     retry_if_exception,
     stop_after_attempt,
+    stop_after_delay,
     wait_exponential_jitter,
 )
 
@@ -41,6 +46,17 @@ retrying = retry(
     stop=stop_after_attempt(5),
     reraise=True,
 )
+
+
+def patient(seconds: float) -> Any:
+    """The transient-error retry for a write nothing will redo: backoff up to 10 s
+    between tries, for ``seconds`` in all."""
+    return retry(
+        retry=retry_if_exception(is_transient),
+        wait=wait_exponential_jitter(multiplier=0.5, max=10.0),
+        stop=stop_after_delay(seconds),
+        reraise=True,
+    )
 
 
 def api_client(kubeconfig: str | None = None) -> client.ApiClient:

@@ -17,6 +17,8 @@ import json
 import os
 from pathlib import Path
 
+from kubernetes import client
+
 from gpuhealth.active.torch_probes import TorchProbes
 from gpuhealth.backends.base import BackendUnavailableError
 from gpuhealth.backends.nvml import NvmlBackend
@@ -25,7 +27,7 @@ from gpuhealth.runner import Checker
 from pitcrew.api.gpunode import ChecksStatus
 from pitcrew.api.vocabulary import PROBE_MANAGER
 from pitcrew.kube import gpunodes
-from pitcrew.kube.client import api_client
+from pitcrew.kube.client import api_client, patient
 
 SUITES = {"quick": "quick", "standard": "full", "burn-in": "full"}
 
@@ -42,15 +44,27 @@ def run(*, node: str, suite: str, job: str, kubeconfig: str | None = None) -> in
         results = [CheckResult(name="backend", status=CheckStatus.ERROR, message=str(error))]
         when, backend = datetime.datetime.now(datetime.UTC), "nvml"
     probe = ChecksStatus(report_time=when, backend=backend, suite=suite, results=results, job=job)
-    gpunodes.apply_status(
+    write_report(api, node=node, probe=probe)
+    if any(r.status is CheckStatus.ERROR for r in results):
+        return 2
+    return 1 if any(r.status is CheckStatus.FAIL for r in results) else 0
+
+
+REPORT_PATIENCE_S = 600.0
+"""How long a report write is retried through 429s, 5xx and a restarting apiserver:
+longer than any probe Job may run (its deadline is the validation timeout), so the
+pod's deadline, not the retry, ends a write that cannot land."""
+
+
+def write_report(api: client.ApiClient, *, node: str, probe: ChecksStatus) -> None:
+    """Write ``probe`` as the node's probe report. Minutes of burn-in that no round
+    will redo: a throttled apiserver delays the write, it does not lose it."""
+    patient(REPORT_PATIENCE_S)(gpunodes.apply_status)(
         api,
         node=node,
         status={"probe": probe.model_dump(mode="json", by_alias=True, exclude_none=True)},
         manager=PROBE_MANAGER,
     )
-    if any(r.status is CheckStatus.ERROR for r in results):
-        return 2
-    return 1 if any(r.status is CheckStatus.FAIL for r in results) else 0
 
 
 RESULT_PATH = Path(os.environ.get("PITCREW_RESULT_PATH", "/dev/termination-log"))

@@ -55,7 +55,6 @@ from pitcrew.api.vocabulary import (
     PAIR_LABEL,
     PROBE_FOR_ANNOTATION,
     PROBE_LABEL,
-    PROBE_MANAGER,
     RANK_LABEL,
     REPAIR_FAILS_ANNOTATION,
     SIMULATED_LABEL,
@@ -63,11 +62,10 @@ from pitcrew.api.vocabulary import (
 )
 from pitcrew.core.convert import gpu_capacity, termination_message
 from pitcrew.core.validation import PAIR_NICS
-from pitcrew.kube import gpunodes
 from pitcrew.kube.client import is_transient, retrying
 from pitcrew.kube.events import Recorder, node_ref
 from pitcrew.node.agent import AgentCore, simulated_model
-from pitcrew.node.probe import pair_report
+from pitcrew.node.probe import pair_report, write_report
 from pitcrew.sim.devcluster.install import bound_token
 
 logger = logging.getLogger(__name__)
@@ -386,9 +384,9 @@ class SimAgents:
         sim.probed.add(job)
         seconds = sim.probe_for.total_seconds() if sim.probe_for else self.probe_seconds
         where = (pod["metadata"]["namespace"], pod["metadata"]["name"])
-        timer = threading.Timer(
-            seconds, self.urgent.submit, args=(self._probe, sim, suite, job, where)
-        )
+        # A thread of its own, as each probe pod is a process of its own: a report
+        # write waiting out a throttled apiserver holds up no other node.
+        timer = threading.Timer(seconds, self._probe, args=(sim, suite, job, where))
         timer.daemon = True
         timer.start()
 
@@ -456,15 +454,13 @@ class SimAgents:
                 if self.probe_account
                 else self.api
             )
-            gpunodes.apply_status(
-                api,
-                node=sim.name,
-                status={"probe": probe.model_dump(mode="json", by_alias=True, exclude_none=True)},
-                manager=PROBE_MANAGER,
-            )
-            self._exit(pod, exit_code=0)
+            write_report(api, node=sim.name, probe=probe)
         except Exception:
+            # The real probe's process dies on the error and its pod fails.
             logger.exception("simulated probe on %s failed", sim.name)
+            self._exit(pod, exit_code=1)
+            return
+        self._exit(pod, exit_code=0)
 
     def _exit(self, pod: dict[str, Any], *, exit_code: int) -> None:
         """End a probe pod's container as its kubelet would report it."""

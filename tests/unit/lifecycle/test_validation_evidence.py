@@ -12,7 +12,7 @@ from pitcrew.api.gpunode import ChecksStatus, Phase
 from pitcrew.api.vocabulary import VALIDATING_TAINT
 from pitcrew.core import actions as a
 from pitcrew.core.lifecycle import PROBE_ATTEMPTS, decide
-from pitcrew.core.views import NodeView
+from pitcrew.core.views import NodeView, PodView
 
 LATER = T0 + datetime.timedelta(minutes=1)
 JOB = "pitcrew-probe-n-1"
@@ -78,6 +78,13 @@ def test_a_node_that_cannot_be_validated_is_taken_out_after_its_last_attempt() -
     assert decision.status.reason == "ValidationNotPossible"
 
 
+def probe_pod(job: str, *, failed: bool = False) -> PodView:
+    """The pod of probe Job ``job`` on the node: running, or ended without success."""
+    return PodView(
+        namespace="pitcrew", name=f"{job}-x7k2p", probe=True, job_name=job, finished=failed
+    )
+
+
 def test_the_validation_timeout_escalates_instead_of_retrying_for_ever() -> None:
     stale = probe_of(*passing(8), job="an-older-probe")
     phases = []
@@ -85,13 +92,59 @@ def test_the_validation_timeout_escalates_instead_of_retrying_for_ever() -> None
     moment = T0
     for _ in range(PROBE_ATTEMPTS + 1):
         moment += datetime.timedelta(minutes=31)
-        decision = decide(
-            state=state(validating_node(), current), policy=policy(), fleet=fleet(), now=moment
-        )
+        running = replace(validating_node(), pods=(probe_pod(current.probe_job),))
+        decision = decide(state=state(running, current), policy=policy(), fleet=fleet(), now=moment)
         current = decision.status
         phases.append(decision.phase)
     assert phases[: PROBE_ATTEMPTS - 1] == [Phase.VALIDATING] * (PROBE_ATTEMPTS - 1)
     assert Phase.QUARANTINED in phases
+
+
+def test_a_probe_whose_pod_never_reached_the_node_costs_time_not_an_attempt() -> None:
+    """A starved Job controller or scheduler proves nothing about the node: each
+    timeout replaces the Job under the same attempt number, and the node, cordoned
+    and Validating all along, is never taken out as ValidationNotPossible for it."""
+    current = status(Phase.VALIDATING, since=T0, probe_job=JOB, probe_attempts=2)
+    moment = T0
+    for _ in range(PROBE_ATTEMPTS + 2):
+        moment += datetime.timedelta(minutes=31)
+        old = current.probe_job
+        decision = decide(
+            state=state(validating_node(), current), policy=policy(), fleet=fleet(), now=moment
+        )
+        assert decision.phase is Phase.VALIDATING
+        (cancel,) = [x for x in decision.actions if isinstance(x, a.CancelProbe)]
+        (start,) = [x for x in decision.actions if isinstance(x, a.StartProbe)]
+        assert (cancel.name, cancel.reason) == (old, "ProbeNotStarted")
+        assert "never reached the node" in cancel.message
+        assert decision.status.probe_job == start.name != old
+        assert decision.status.probe_attempts == 2
+        current = decision.status
+
+
+def test_a_probe_pod_that_failed_without_a_report_is_an_attempt_spent_at_once() -> None:
+    current = status(Phase.VALIDATING, since=T0, probe_job=JOB, probe_attempts=1)
+    failed = replace(validating_node(), pods=(probe_pod(JOB, failed=True),))
+    # Well within the timeout: no waiting it out for a pod that has ended.
+    decision = decide(state=state(failed, current), policy=policy(), fleet=fleet(), now=LATER)
+    assert decision.phase is Phase.VALIDATING
+    (start,) = [x for x in decision.actions if isinstance(x, a.StartProbe)]
+    assert decision.status.probe_job == start.name != JOB
+    assert decision.status.probe_attempts == 2
+    assert "failed without a report" in next(
+        x.message for x in decision.actions if x.reason == "ProbeFailed"
+    )
+    last = status(Phase.VALIDATING, since=T0, probe_job=JOB, probe_attempts=PROBE_ATTEMPTS)
+    decision = decide(state=state(failed, last), policy=policy(), fleet=fleet(), now=LATER)
+    assert decision.status.reason == "ValidationNotPossible"
+
+
+def test_a_running_probe_pod_is_waited_for_until_the_timeout() -> None:
+    current = status(Phase.VALIDATING, since=T0, probe_job=JOB, probe_attempts=1)
+    running = replace(validating_node(), pods=(probe_pod(JOB),))
+    decision = decide(state=state(running, current), policy=policy(), fleet=fleet(), now=LATER)
+    assert decision.phase is Phase.VALIDATING
+    assert not [x for x in decision.actions if isinstance(x, a.StartProbe | a.CancelProbe)]
 
 
 def test_a_report_of_another_probe_never_counts_whatever_its_time() -> None:
