@@ -287,6 +287,7 @@ class Chaos:
                 "jobs " + ", ".join(f"{j.metadata.name} {j.status.succeeded}" for j in jobs),
                 f"probe report of {(status.get('probe') or {}).get('job')}",
                 *(self._pod_line(job.metadata.name) for job in jobs),
+                self._holders(node),
             ]
         )
 
@@ -301,9 +302,29 @@ class Chaos:
             return f"{job}: no pod"
         return "; ".join(
             f"{job}: pod {p.metadata.name} on {p.spec.node_name} {p.status.phase} "
-            + ",".join(f"{c.type}={c.status}" for c in p.status.conditions or [])
+            + ",".join(
+                f"{c.type}={c.status}"
+                + (f" ({c.reason}: {(c.message or '')[:300]})" if c.status != "True" else "")
+                for c in p.status.conditions or []
+            )
             for p in pods
         )
+
+    def _holders(self, node: str) -> str:
+        """The pods the scheduler counts on ``node`` (not Succeeded or Failed)."""
+        pods = (
+            client.CoreV1Api(self.api)
+            .list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}")
+            .items
+        )
+        held = [
+            f"{p.metadata.namespace}/{p.metadata.name} {p.status.phase}"
+            + (" terminating" if p.metadata.deletion_timestamp else "")
+            for p in pods
+            if p.status.phase not in ("Succeeded", "Failed")
+        ]
+        allocatable = (self.fleet.node(node).status.allocatable or {}).get("nvidia.com/gpu")
+        return f"gpus allocatable {allocatable}; pods on it: {', '.join(held) or 'none'}"
 
     def _repaired(self, node: str) -> bool:
         self._supervise()

@@ -199,6 +199,22 @@ class VerificationStatus(ApiModel):
     started_at: Timestamp | None = None
 
 
+class SlurmNodeStatus(ApiModel):
+    """The node as Slurm sees it, when its policy drains through Slurm."""
+
+    node: str = Field(max_length=253, description="The Slurm node name.")
+    state: str = Field(
+        default="", max_length=128, description="Slurm's state and flags (IDLE+DRAIN, ...)."
+    )
+    reason: str = Field(default="", max_length=1024, description="Slurm's reason for it.")
+    drained_by: str = Field(
+        default="",
+        max_length=16,
+        description="pitcrew (a drain Pitcrew made and will resume), other (a person's "
+        "or Slurm's own, never undone by Pitcrew), or empty.",
+    )
+
+
 class GPUNodeStatus(ApiModel):
     observed_generation: int = 0
     phase: Phase = Phase.PENDING
@@ -231,6 +247,7 @@ class GPUNodeStatus(ApiModel):
     remediation: RemediationStatus | None = None
     repair_under_test: RepairUnderTest | None = None
     drain: DrainStatus | None = None
+    slurm: SlurmNodeStatus | None = None
     remediations: list[Timestamp] = Field(
         default_factory=list,
         max_length=100,

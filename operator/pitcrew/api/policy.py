@@ -512,6 +512,35 @@ class StragglerSpec(ApiModel):
     )
 
 
+class SlurmSpec(ApiModel):
+    """Nodes whose GPUs Slurm schedules: slurmd in a pod on each node (Slinky's NodeSet,
+    SUNK) or on the host. Cordoning the Kubernetes node does not stop Slurm starting
+    jobs there, and evicting the slurmd pod kills its jobs without Slurm knowing why,
+    so Pitcrew drains the Slurm node first (reason ``pitcrew: <reason>``), waits for
+    its jobs as a drain waits for pods, and resumes only a drain it made."""
+
+    enabled: bool = Field(
+        default=False,
+        description="Drain and resume this policy's nodes in Slurm too (needs the "
+        "operator's Slurm client: the chart's slurm.enabled).",
+    )
+    namespace: str = Field(
+        default="slurm",
+        min_length=1,
+        max_length=63,
+        description="Namespace of the slurmd pods. Only pods there name a Slurm node: a "
+        "tenant's pod with the same label elsewhere names nothing.",
+    )
+    node_name_label: str = Field(
+        default="slinky.slurm.net/pod-hostname",
+        min_length=1,
+        max_length=316,
+        description="Label of a slurmd pod whose value is its Slurm node name (Slinky's "
+        "NodeSet pods carry this one). A node with no such pod is the Slurm node of "
+        "its own Kubernetes name.",
+    )
+
+
 class GPUHealthPolicySpec(ApiModel):
     node_selector: LabelSelector = Field(description="Nodes this policy manages; must not overlap.")
     checks: ChecksSpec = Field(default_factory=ChecksSpec)
@@ -521,6 +550,7 @@ class GPUHealthPolicySpec(ApiModel):
     spares: SparesSpec = Field(default_factory=SparesSpec)
     goodput: GoodputSpec = Field(default_factory=GoodputSpec)
     stragglers: StragglerSpec = Field(default_factory=StragglerSpec)
+    slurm: SlurmSpec = Field(default_factory=SlurmSpec)
 
 
 class BreakerStatus(ApiModel):

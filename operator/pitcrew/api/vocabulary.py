@@ -55,6 +55,8 @@ CHECKPOINT_ANNOTATION: Final = f"{PREFIX}/checkpoint-at"
 STRAGGLER_REASON: Final = "Straggler"
 """The reason a node is Suspect when its job's reports name it the slowest, again and
 again (:mod:`pitcrew.core.stragglers`)."""
+SLURM_REASON_PREFIX: Final = "pitcrew: "
+"""A Slurm drain whose reason starts so is Pitcrew's: the only one it ever resumes."""
 
 # -- on Pitcrew's own Jobs and pods -------------------------------------------------------------
 PROBE_LABEL: Final = f"{PREFIX}/probe"

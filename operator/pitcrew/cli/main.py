@@ -186,6 +186,8 @@ def _operator(args: argparse.Namespace) -> int:
         lease_seconds=args.lease_seconds,
         resync_seconds=args.resync_seconds,
         max_jobs=args.max_jobs,
+        slurm_scontrol=args.slurm_scontrol,
+        slurm_seconds=args.slurm_seconds,
     )
     operator.run(settings)
     return 0
@@ -362,6 +364,15 @@ def _add_operator(commands: Commands) -> None:
         default=200,
         help="training jobs with metric series of their own (the largest by GPUs); the "
         'rest are summed as job="other"',
+    )
+    operator.add_argument(
+        "--slurm-scontrol",
+        default="",
+        help="path of Slurm's scontrol (squeue beside it; SLURM_CONF from the environment): "
+        "drain and resume Slurm nodes for policies with spec.slurm.enabled",
+    )
+    operator.add_argument(
+        "--slurm-seconds", type=float, default=10.0, help="how often Slurm's nodes are read"
     )
     operator.set_defaults(handler=_operator)
 

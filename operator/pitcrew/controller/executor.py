@@ -36,6 +36,7 @@ from pitcrew.api.vocabulary import LAST_REMEDIATION, SPARE_TAINT, account_name
 from pitcrew.controller import metrics
 from pitcrew.controller.ports import Cluster, EventSink
 from pitcrew.controller.settings import OperatorSettings
+from pitcrew.controller.slurm import SlurmWatch
 from pitcrew.controller.store import Store
 from pitcrew.core import actions as a
 from pitcrew.core.convert import gpu_capacity
@@ -46,6 +47,7 @@ from pitcrew.kube import gpunodes, jobs
 from pitcrew.kube.events import gpunode_ref, node_ref
 from pitcrew.kube.evictions import Backoff
 from pitcrew.remediators import RemediationError, RemediationRequest, Remediator
+from pitcrew.slurm.control import SlurmError
 
 logger = logging.getLogger(__name__)
 DEFAULT_RUNG_TIMEOUT = Duration("15m")
@@ -81,8 +83,10 @@ class Executor:
         clock: Clock,
         requeue: Requeue,
         leading: Callable[[], bool] = lambda: True,
+        slurm: SlurmWatch | None = None,
     ) -> None:
         self.cluster = cluster
+        self.slurm = slurm
         self.leading = leading
         """Whether this process may still act (its leader tenure); checked before every
         write, since a plan can outlast the Lease it was decided under."""
@@ -198,15 +202,7 @@ class Executor:
 
     def _perform(self, plan: Plan, action: a.Action, status: GPUNodeStatus) -> GPUNodeStatus:
         node = plan.node
-        if isinstance(action, a.Record):
-            self._event(node, action.reason, action.message, warning=action.warning)
-            return status
-        if isinstance(action, a.PublishChecks):
-            # Configuration, not a remediation: a dry run must see what the policy's
-            # checks would find, so it publishes them too.
-            checks = action.checks.model_dump(mode="json", by_alias=True, exclude_none=True)
-            self.store.put("gpunode", self.cluster.publish_checks(node=node, checks=checks))
-            self._event(node, action.reason, action.message)
+        if self._performed_in_any_run(node, action):
             return status
         if plan.dry_run:
             description = f"{type(action).__name__}: {action.message}"
@@ -227,6 +223,8 @@ class Executor:
                 )
             case a.StartProbe():
                 self._start_probe(plan, action)
+            case a.SetSlurmState():
+                self._set_slurm_state(node, action)
             case a.CancelProbe():
                 self._cancel_probe(plan, action)
             case a.ConfirmRepair():
@@ -251,6 +249,19 @@ class Executor:
                     self._rungs[node] = action.key
                 self.remediation_pool.submit(self._remediate, plan, action, status)
         return status
+
+    def _performed_in_any_run(self, node: str, action: a.Action) -> bool:
+        """Events, and configuration: a dry run must see what the policy's checks would
+        find, so it publishes them too. False for every other action."""
+        if isinstance(action, a.Record):
+            self._event(node, action.reason, action.message, warning=action.warning)
+            return True
+        if isinstance(action, a.PublishChecks):
+            checks = action.checks.model_dump(mode="json", by_alias=True, exclude_none=True)
+            self.store.put("gpunode", self.cluster.publish_checks(node=node, checks=checks))
+            self._event(node, action.reason, action.message)
+            return True
+        return False
 
     def _release_spare(self, node: str, action: a.ReleaseSpare) -> None:
         if self._edit_node(action.node, a.RemoveTaint(SPARE_TAINT, action.reason, action.message)):
@@ -310,6 +321,21 @@ class Executor:
                 )
             }
         )
+
+    def _set_slurm_state(self, node: str, action: a.SetSlurmState) -> None:
+        """A transient failure (slurmctld out of reach) fails the plan, retried with
+        backoff; a permanent one (Slurm refuses the node) is said once and left."""
+        if self.slurm is None:
+            return  # no Slurm client: no Slurm view either, so never decided
+        try:
+            self.slurm.slurm.update(action.node, action.state, action.slurm_reason)
+        except SlurmError as error:
+            if error.transient:
+                raise
+            self.record_once(node, "SlurmRefused", f"Slurm node {action.node}: {error}")
+            return
+        self.slurm.poked.set()  # read Slurm again now: the drain may already be done
+        self._event(node, action.reason, action.message)
 
     def _cancel_probe(self, plan: Plan, action: a.CancelProbe) -> None:
         if self.cluster.delete_job(namespace=self.settings.namespace, name=action.name):

@@ -14,6 +14,7 @@ import asyncio
 import datetime
 import logging
 import os
+import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -34,11 +35,13 @@ from pitcrew.controller.policy_status import PolicyStatusWriter
 from pitcrew.controller.rounds import RoundLoop
 from pitcrew.controller.runs import Runs
 from pitcrew.controller.settings import OperatorSettings
+from pitcrew.controller.slurm import SlurmWatch
 from pitcrew.controller.store import Store
 from pitcrew.kube.client import api_client, use_as_default
 from pitcrew.kube.cluster import KubeCluster
 from pitcrew.kube.events import Recorder, pod_ref
 from pitcrew.remediators.registry import remediators
+from pitcrew.slurm.control import Slurm
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +75,7 @@ def build(
     def wake(nodes: Iterable[str]) -> None:
         holder[0].mark(nodes)
 
+    slurm = slurm_watch(settings, wake)
     pool = ThreadPoolExecutor(max_workers=settings.workers, thread_name_prefix="pitcrew-exec")
     sizes = JobSizes(
         fetcher(api), ThreadPoolExecutor(max_workers=2, thread_name_prefix="pitcrew-sizes")
@@ -96,6 +100,7 @@ def build(
         clock=utc_now,
         requeue=requeue,
         leading=leading,
+        slurm=slurm,
     )
     rounds = RoundLoop(
         store=store,
@@ -108,9 +113,27 @@ def build(
         pool=pool,
         settings=settings,
         clock=utc_now,
+        slurm=slurm,
     )
     holder.append(rounds)
     return Shell(rounds=rounds, accountant=accountant, settings=settings)
+
+
+def slurm_watch(
+    settings: OperatorSettings, wake: Callable[[Iterable[str]], None]
+) -> SlurmWatch | None:
+    """Slurm's nodes, read on a thread of their own, when the operator has Slurm's client."""
+    if not settings.slurm_scontrol:
+        return None
+    watch = SlurmWatch(
+        Slurm.beside(settings.slurm_scontrol),
+        interval=settings.slurm_seconds,
+        wake=wake,
+    )
+    threading.Thread(
+        target=watch.run, args=(threading.Event(),), daemon=True, name="pitcrew-slurm"
+    ).start()
+    return watch
 
 
 @dataclass(frozen=True)

@@ -42,20 +42,22 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor as Pool
+from dataclasses import replace
 from typing import Any, Protocol
 
 from pitcrew.api.gpunode import GPUNodeStatus
-from pitcrew.api.vocabulary import PITCREW_TAINTS, UNHEALTHY
+from pitcrew.api.vocabulary import PITCREW_TAINTS, TAKEN_OUT, UNHEALTHY
 from pitcrew.controller import metrics
 from pitcrew.controller.executor import Executor, Plan
 from pitcrew.controller.policy_status import PolicyStatusWriter
 from pitcrew.controller.ports import Cluster
 from pitcrew.controller.settings import OperatorSettings
+from pitcrew.controller.slurm import SlurmWatch
 from pitcrew.controller.store import Store
 from pitcrew.core.convert import node_view
 from pitcrew.core.fleet import Summary, after_decision, fleet_of, summarize
 from pitcrew.core.lifecycle import Decision, decide
-from pitcrew.core.views import FleetView, NodeState, PolicyView
+from pitcrew.core.views import FleetView, NodeState, NodeView, PolicyView
 
 logger = logging.getLogger(__name__)
 RESYNC_CHUNK = 200
@@ -97,6 +99,7 @@ class RoundLoop:
         pool: Pool,
         settings: OperatorSettings,
         clock: Clock,
+        slurm: SlurmWatch | None = None,
     ) -> None:
         self.store = store
         self.cluster = cluster
@@ -106,6 +109,7 @@ class RoundLoop:
         self.pool = pool
         self.settings = settings
         self.clock = clock
+        self.slurm = slurm
         self.dirty: set[str] = set()
         self.resync: set[str] = set()
         self.in_flight: set[str] = set()
@@ -292,7 +296,7 @@ class RoundLoop:
             status = self.executor.known(name)
             rung = status.remediation
             state = NodeState(
-                node=node_view(node, self.store.pods_on(name), self.store.job_checkpoints),
+                node=self._node_view(name, node, policy, status),
                 status=status,
                 checks=self.store.published_checks(name),
                 rung_started=rung is None or self.executor.started(name, rung.reference),
@@ -353,6 +357,18 @@ class RoundLoop:
         self.in_flight.discard(node)
         self.intended.pop(node, None)
         self.wakeup.set()
+
+    def _node_view(
+        self, name: str, node: dict[str, Any], policy: PolicyView, status: GPUNodeStatus
+    ) -> NodeView:
+        """The Node, its pods, and its Slurm node when its policy drains through Slurm."""
+        pods = self.store.pods_on(name)
+        spec = policy.spec.slurm
+        if self.slurm is None or not spec.enabled:
+            return node_view(node, pods, self.store.job_checkpoints)
+        slurm, slurmd = self.slurm.view(name, pods, spec, taking_out=status.phase in TAKEN_OUT)
+        view = node_view(node, pods, self.store.job_checkpoints, slurmd=slurmd)
+        return replace(view, slurm=slurm)
 
     def _policy_for(self, name: str) -> PolicyView | None:
         matched = self.store.policies_of(name)

@@ -55,6 +55,12 @@ class OperatorSettings(BaseModel):
     heartbeat every 5 minutes by default)."""
     accounting_seconds: float = Field(default=5.0, gt=0)
     """How often GPU time and job time are added up from the cache."""
+    slurm_scontrol: str = ""
+    """Path of Slurm's ``scontrol`` (``squeue`` beside it): set, the operator reads
+    Slurm's nodes and drains and resumes those of policies with ``spec.slurm``.
+    Slurm's configuration comes from the environment (``SLURM_CONF``)."""
+    slurm_seconds: float = Field(default=10.0, gt=0)
+    """How often Slurm's nodes are read (one ``scontrol`` call for all)."""
     max_jobs: int = Field(default=200, ge=1, le=100_000)
     """Training jobs with ``pitcrew_job_*`` series of their own (the largest by GPUs);
     the rest are summed as ``job="other"``, so pod labels cannot grow the metrics."""

@@ -120,6 +120,19 @@ class PublishChecks:
 
 
 @dataclass(frozen=True)
+class SetSlurmState:
+    """``scontrol update NodeName=<node> State=<state> [Reason=<slurm_reason>]``: drain
+    (Slurm starts no job, running ones finish), down (Slurm kills them: a drain's
+    forced end) or resume (only a drain Pitcrew made)."""
+
+    node: str
+    state: str
+    slurm_reason: str = ""
+    reason: str = "SlurmDrained"
+    message: str = ""
+
+
+@dataclass(frozen=True)
 class Record:
     """Only an Event: a decision taken or refused, with nothing to execute."""
 
@@ -141,5 +154,6 @@ Action = (
     | ConfirmRepair
     | ReleaseSpare
     | PublishChecks
+    | SetSlurmState
     | Record
 )

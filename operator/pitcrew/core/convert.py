@@ -37,7 +37,10 @@ def parse_time(value: Any) -> datetime.datetime | None:
 
 
 def pod_view(
-    pod: dict[str, Any], checkpoints: Mapping[str, datetime.datetime] | None = None
+    pod: dict[str, Any],
+    checkpoints: Mapping[str, datetime.datetime] | None = None,
+    *,
+    slurmd: bool = False,
 ) -> PodView:
     """``checkpoints``: each training job's last checkpoint (``namespace/job``) as its
     rank 0 reports it; a pod of the job checkpointed then, though only rank 0 says so."""
@@ -64,6 +67,7 @@ def pod_view(
         terminating=meta.get("deletionTimestamp") is not None,
         finished=phase in ("Succeeded", "Failed"),
         probe=PROBE_LABEL in labels,
+        slurmd=slurmd,
         checkpoint_at=_latest(
             parse_time(annotations.get(CHECKPOINT_ANNOTATION)),
             (checkpoints or {}).get(f"{meta.get('namespace', '')}/{job}") if job else None,
@@ -84,7 +88,10 @@ def node_view(
     node: dict[str, Any],
     pods: Iterable[dict[str, Any]] = (),
     checkpoints: Mapping[str, datetime.datetime] | None = None,
+    *,
+    slurmd: str = "",
 ) -> NodeView:
+    """``slurmd``: the ``namespace/name`` of the pod that runs the node's slurmd."""
     meta = node.get("metadata", {})
     spec = node.get("spec") or {}
     conditions = (node.get("status") or {}).get("conditions") or []
@@ -100,10 +107,15 @@ def node_view(
             for t in spec.get("taints") or []
         ),
         ready=ready,
-        pods=tuple(pod_view(p, checkpoints) for p in pods),
+        pods=tuple(pod_view(p, checkpoints, slurmd=slurmd == _key(p)) for p in pods),
         gpus=gpu_capacity(node),
         boot_id=str(((node.get("status") or {}).get("nodeInfo") or {}).get("bootID") or ""),
     )
+
+
+def _key(pod: dict[str, Any]) -> str:
+    meta = pod.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
 def gpu_capacity(node: dict[str, Any]) -> int:

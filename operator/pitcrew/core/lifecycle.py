@@ -46,6 +46,7 @@ from pitcrew.api.gpunode import (
     Phase,
     RemediationStatus,
     RepairUnderTest,
+    SlurmNodeStatus,
     Transition,
     VerificationResult,
     VerificationStatus,
@@ -58,6 +59,7 @@ from pitcrew.api.vocabulary import (
     MANAGED_LABEL,
     QUARANTINE_TAINT,
     RETIRED_TAINT,
+    SLURM_REASON_PREFIX,
     SPARE_TAINT,
     STRAGGLER_REASON,
     UNHEALTHY,
@@ -226,6 +228,7 @@ def decide(
     handler = _PHASES.get(state.status.phase, _pending)
     handler(b)
     _verification(b)
+    _slurm(b)
     return b.finish()
 
 
@@ -268,7 +271,10 @@ def _start_verification(b: _Builder) -> None:
         b.set(verification=verification)
     node = b.node
     due = verification.next is not None and verification.next <= b.now
-    idle = not (node.workload or node.unschedulable or node.validation_requested)
+    # A node in Slurm's service is verified by Slurm's HealthCheckProgram (gpuhealth
+    # slurm): a probe pod would race Slurm, which knows nothing of it, for the GPUs.
+    in_slurm = node.slurm is not None and not node.slurm.out
+    idle = not (node.busy or in_slurm or node.unschedulable or node.validation_requested)
     # Busy, cordoned by someone, held by a run or not Ready: it stays due until it is not.
     if not due or not idle or not node.ready or b.dry_run or node.gpus == 0:
         return
@@ -636,7 +642,7 @@ def _healthy(b: _Builder) -> None:
     if (
         b.status.phase is Phase.HEALTHY
         and len(b.fleet.spares) < spares
-        and not b.node.workload
+        and not b.node.busy
         and not b.node.unschedulable
     ):
         b.go(Phase.SPARE, "HeldAsSpare", "idle validated node held back as a hot spare")
@@ -651,13 +657,13 @@ def _healthy(b: _Builder) -> None:
 
 def _requested_validation(b: _Builder) -> None:
     """A ValidationRun asks for this node: stop new work, validate once idle."""
-    if b.node.workload:
+    if b.node.busy:
         b.ensure_cordon(VALIDATING_TAINT, "ValidationRun", "ValidationRun")
         b.condition(
             "ValidationPending",
             ConditionStatus.TRUE,
             "WaitingForIdle",
-            f"{len(b.node.workload)} pods still running",
+            f"{b.node.work} still running",
         )
         return
     b.condition("ValidationPending", ConditionStatus.FALSE, "Started")
@@ -680,11 +686,13 @@ def _checkpointed(b: _Builder) -> bool:
     Only training pods (``pitcrew.dev/job``) checkpoint: waiting on a web server or
     a log shipper would hold the drain to ``checkpointMaxDelay`` for nothing."""
     since = b.status.phase_since
-    training = [p for p in b.node.workload if p.job]
-    return all(
-        p.checkpoint_at is not None and since is not None and p.checkpoint_at > since
-        for p in training
-    )
+    training = [p.checkpoint_at for p in b.node.workload if p.job]
+    slurm = b.node.slurm
+    if slurm is not None and slurm.busy:
+        if slurm.jobs is None:
+            return False  # its jobs not read yet: no evidence they checkpointed
+        training += [j.checkpoint_at for j in slurm.jobs]
+    return all(at is not None and since is not None and at > since for at in training)
 
 
 KERNEL_LOG_CHECK = "kernel-log"
@@ -744,22 +752,23 @@ def _draining(b: _Builder) -> None:
         return  # someone lifted the cordon: evict only once it is back
     workload = b.node.workload
     terminating = [p for p in b.node.pods if p.terminating and not p.probe]
-    b.set(
-        drain=drain.model_copy(
-            update={"pending": [p.key for p in workload + tuple(terminating)][:1024]}
-        )
-    )
-    if not workload and not terminating:
+    slurm = _slurm_pending(b)
+    pending = [p.key for p in workload + tuple(terminating)] + slurm
+    b.set(drain=drain.model_copy(update={"pending": pending[:1024]}))
+    if not pending:
         _begin_remediation(b)
         return
     timeout = spec.safety.drain.timeout
     on_timeout = spec.safety.drain.on_timeout
     timed_out = b.now - drain.started_at > timeout and on_timeout is not DrainTimeoutAction.WAIT
     if not workload:
-        # Evicted pods shutting down. One stuck Terminating (a finalizer, a hung
-        # kubelet) must not hold the drain slot forever: the timeout applies to it.
-        if timed_out:
+        # Evicted pods shutting down, or Slurm's jobs running on. One stuck Terminating
+        # (a finalizer, a hung kubelet) or a job that never ends must not hold the
+        # drain slot forever: the timeout applies to them.
+        if timed_out and terminating:
             _drain_timed_out_on_terminating(b, terminating)
+        elif timed_out:
+            _slurm_drain_timed_out(b)
         return
     if not timed_out:
         b.actions.append(a.Evict(workload, message=f"evicting {len(workload)} pods"))
@@ -782,6 +791,97 @@ def _draining(b: _Builder) -> None:
             )
         )
         _begin_remediation(b, escalated=True)
+
+
+def _slurm_pending(b: _Builder) -> list[str]:
+    """What a drain still waits for in Slurm: its drain to be seen, then its jobs."""
+    slurm = b.node.slurm
+    if slurm is None:
+        return []
+    if not slurm.out:
+        return [f"slurm/{slurm.name} (drain not seen yet)"]
+    if not slurm.busy:
+        return []
+    if not slurm.jobs:
+        return [f"slurm/{slurm.name} (jobs running)"]
+    return [f"slurm/job/{j.id}" for j in slurm.jobs]
+
+
+def _slurm_drain_timed_out(b: _Builder) -> None:
+    """Slurm jobs outlived the drain timeout: Force downs the Slurm node (Slurm kills
+    or requeues them, as it would for a failed node); Escalate remediates anyway."""
+    spec = b.policy.spec.safety.drain
+    slurm = b.node.slurm
+    assert slurm is not None  # only Slurm can be pending once pods are gone
+    if spec.on_timeout is DrainTimeoutAction.FORCE:
+        if "DOWN" not in slurm.states:
+            b.actions.append(
+                a.SetSlurmState(
+                    slurm.name,
+                    "DOWN",
+                    _slurm_reason(b),
+                    reason="DrainTimeoutForce",
+                    message=f"drain timed out after {spec.timeout}: Slurm node "
+                    f"{slurm.name} set DOWN, its jobs ended by Slurm",
+                )
+            )
+        return
+    b.actions.append(
+        a.Record(
+            "DrainTimeoutEscalate",
+            f"drain timed out after {spec.timeout} with Slurm jobs running on "
+            f"{slurm.name}: remediating anyway",
+            warning=True,
+        )
+    )
+    _begin_remediation(b, escalated=True)
+
+
+def _slurm_reason(b: _Builder) -> str:
+    return f"{SLURM_REASON_PREFIX}{b.status.reason or b.status.phase}"[:256]
+
+
+def _slurm(b: _Builder) -> None:
+    """Slurm's view of the node in its status, and Slurm kept in step with Pitcrew's:
+    a node out of service is drained in Slurm (by Pitcrew's hand, reason ``pitcrew:
+    <reason>``), a node back in service is resumed, only if Pitcrew drained it. A
+    drain or DOWN made by a person or by Slurm is shown and never undone."""
+    slurm = b.node.slurm
+    if slurm is None:
+        b.set(slurm=None)
+        return
+    owner = "pitcrew" if slurm.pitcrews else "other" if slurm.out else ""
+    b.set(
+        slurm=SlurmNodeStatus(
+            node=slurm.name, state="+".join(slurm.states), reason=slurm.reason, drained_by=owner
+        )
+    )
+    phase = b.status.phase
+    if phase is Phase.HEALTHY and slurm.pitcrews:
+        b.actions.append(
+            a.SetSlurmState(
+                slurm.name,
+                "RESUME",
+                reason="SlurmResumed",
+                message=f"Slurm node {slurm.name} resumed: {b.status.reason}",
+            )
+        )
+    elif phase not in SLURM_IN and (not slurm.out or (slurm.pitcrews and not slurm.drained)):
+        # Pitcrew's own DOWN gets a drain on top: with ReturnToService, a DOWN node
+        # takes jobs again as soon as its slurmd registers, before any validation.
+        b.actions.append(
+            a.SetSlurmState(
+                slurm.name,
+                "DRAIN",
+                _slurm_reason(b),
+                reason="SlurmDrained",
+                message=f"Slurm node {slurm.name} drained: no new jobs start there",
+            )
+        )
+
+
+SLURM_IN = frozenset({Phase.HEALTHY, Phase.PENDING, Phase.EXCLUDED})
+"""Phases in which Pitcrew keeps no Slurm drain: in service, not judged yet, opted out."""
 
 
 def _drain_timed_out_on_terminating(b: _Builder, terminating: list[PodView]) -> None:
@@ -834,7 +934,8 @@ def _retire(b: _Builder, reason: str, message: str) -> None:
 def _begin_remediation(b: _Builder, *, escalated: bool = False) -> None:
     """Start the ladder: only on a node seen cordoned and empty (or past the drain's
     explicit escalation), never in a dry run."""
-    if not b.cordon_observed or (b.node.workload and not escalated):
+    slurm_busy = b.node.slurm is not None and (b.node.slurm.busy or not b.node.slurm.out)
+    if not b.cordon_observed or ((b.node.workload or slurm_busy) and not escalated):
         return
     if b.dry_run:
         b.condition(

@@ -17,6 +17,7 @@ from pitcrew.api.vocabulary import (
     CORDONED_BY,
     CORDONED_BY_VALUE,
     MANAGED_LABEL,
+    SLURM_REASON_PREFIX,
     VALIDATION_REQUEST,
     VALIDATION_SUITE,
 )
@@ -52,6 +53,9 @@ class PodView:
     disruption: str = ""
     """Reason of its ``DisruptionTarget`` condition (``PreemptionByScheduler``, ...): the
     pod is being removed to make room or by an eviction."""
+    slurmd: bool = False
+    """The pod that runs the node's slurmd: Slurm's drain moves its jobs; evicting it
+    would kill them without Slurm knowing why."""
 
     @property
     def key(self) -> str:
@@ -65,7 +69,47 @@ class PodView:
             or self.terminating
             or self.finished
             or self.probe
+            or self.slurmd
         )
+
+
+@dataclass(frozen=True)
+class SlurmJobView:
+    id: str
+    checkpoint_at: datetime.datetime | None = None
+    """Its last checkpoint, from the progress report in the job's Slurm comment."""
+
+
+@dataclass(frozen=True)
+class SlurmNodeView:
+    """A Kubernetes node's Slurm node, as ``scontrol`` shows it."""
+
+    name: str
+    states: tuple[str, ...] = ()
+    """Base state, then flags, upper case, as Slurm shows them: ``("MIXED", "DRAIN")``."""
+    reason: str = ""
+    jobs: tuple[SlurmJobView, ...] | None = None
+    """Its running jobs, read only while Pitcrew takes the node out (None: not read)."""
+
+    @property
+    def busy(self) -> bool:
+        """Jobs run or are ending on it."""
+        return not {"ALLOCATED", "MIXED", "COMPLETING"}.isdisjoint(self.states)
+
+    @property
+    def drained(self) -> bool:
+        """Slurm starts no job on it (a drain, whoever made it, or a failing node)."""
+        return not {"DRAIN", "FAIL"}.isdisjoint(self.states)
+
+    @property
+    def out(self) -> bool:
+        """Drained, failing or down: out of Slurm's service for some reason."""
+        return self.drained or "DOWN" in self.states
+
+    @property
+    def pitcrews(self) -> bool:
+        """Out by Pitcrew's hand (its reason): the only state Pitcrew undoes."""
+        return self.out and self.reason.startswith(SLURM_REASON_PREFIX)
 
 
 @dataclass(frozen=True)
@@ -82,6 +126,8 @@ class NodeView:
     """The node's ``nvidia.com/gpu`` capacity: a probe must have tested this many."""
     boot_id: str = ""
     """``status.nodeInfo.bootID``: a new one is the evidence of a reboot."""
+    slurm: SlurmNodeView | None = None
+    """Its Slurm node, when its policy drains through Slurm and Slurm knows it."""
 
     @property
     def opted_out(self) -> bool:
@@ -115,6 +161,18 @@ class NodeView:
     def workload(self) -> tuple[PodView, ...]:
         """Pods a drain must move."""
         return tuple(p for p in self.pods if p.evictable)
+
+    @property
+    def busy(self) -> bool:
+        """Work runs on it: pods a drain must move, or Slurm jobs."""
+        return bool(self.workload) or (self.slurm is not None and self.slurm.busy)
+
+    @property
+    def work(self) -> str:
+        """What runs on it, for a message: a few pods, or Slurm's jobs."""
+        if self.workload:
+            return ", ".join(p.key for p in self.workload[:5])
+        return f"Slurm jobs on {self.slurm.name}" if self.slurm and self.slurm.busy else ""
 
     def has_taint(self, key: str) -> bool:
         return any(t.key == key for t in self.taints)

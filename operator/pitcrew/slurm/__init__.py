@@ -1,0 +1,1 @@
+"""Talking to Slurm with its own tools (``scontrol``, ``squeue``), never its protocol."""

@@ -1,0 +1,130 @@
+"""Reading Slurm's own tools: real ``sinfo --json`` output of Slurm 22.05 (captured
+from the daemons the e2e tests run, data/README.md), the list-shaped ``state`` that
+``scontrol --json`` prints from 23.02 on, ``squeue`` lines, and the node names."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pitcrew.api.policy import SlurmSpec
+from pitcrew.core.slurm import (
+    MalformedSlurmOutputError,
+    parse_jobs,
+    parse_nodes,
+    slurm_name,
+)
+
+DATA = Path(__file__).parent / "data"
+
+
+def nodes_of(name: str) -> dict[str, object]:
+    read = parse_nodes((DATA / name).read_text())
+    assert read.problems == ()
+    return read.items  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize(
+    ("capture", "states", "busy", "drained", "out"),
+    [
+        ("sinfo-json-idle.json", ("IDLE",), False, False, False),
+        ("sinfo-json-allocated.json", ("ALLOCATED",), True, False, False),
+        ("sinfo-json-draining.json", ("ALLOCATED", "DRAIN"), True, True, True),
+        ("sinfo-json-drained.json", ("IDLE", "DRAIN"), False, True, True),
+        ("sinfo-json-down.json", ("DOWN",), False, False, True),
+    ],
+)
+def test_slurm_22_05_node_states(
+    capture: str, states: tuple[str, ...], busy: bool, drained: bool, out: bool
+) -> None:
+    read = parse_nodes((DATA / capture).read_text())
+    node = read.items["slurm-node-0"]
+    assert node.states == states
+    assert (node.busy, node.drained, node.out) == (busy, drained, out)
+    assert read.items["slurm-node-1"].states == ("IDLE",)
+
+
+def test_a_reason_with_spaces_and_a_colon_is_read_whole_and_owned() -> None:
+    node = parse_nodes((DATA / "sinfo-json-reason-with-spaces.json").read_text()).items[
+        "slurm-node-0"
+    ]
+    assert node.reason == "pitcrew: Xid 79 on GPU 3"
+    assert node.pitcrews
+    drained = parse_nodes((DATA / "sinfo-json-drained.json").read_text()).items["slurm-node-0"]
+    assert drained.reason == "pitcrew-maintenance"
+    assert not drained.pitcrews  # not Pitcrew's prefix: a person's reason
+
+
+def test_the_list_shaped_state_of_later_slurm() -> None:
+    nodes = parse_nodes((DATA / "scontrol-json-24.11-shape.json").read_text()).items
+    assert nodes["gpu-a-01"].states == ("IDLE", "DRAIN")
+    assert nodes["gpu-a-01"].pitcrews
+    assert nodes["gpu-a-02"].busy
+    assert nodes["gpu-a-02"].drained
+    assert not nodes["gpu-a-02"].pitcrews
+    assert nodes["gpu-a-03"].out
+    assert not nodes["gpu-a-03"].drained
+
+
+def test_one_malformed_node_is_flagged_and_the_others_still_read() -> None:
+    document = json.loads((DATA / "sinfo-json-draining.json").read_text())
+    document["nodes"].insert(0, {"name": "gpu[1-64]", "state": "idle"})
+    document["nodes"].insert(1, {"name": "n9", "state": 7})
+    read = parse_nodes(json.dumps(document))
+    assert set(read.items) == {"slurm-node-0", "slurm-node-1"}
+    assert read.problems[0].startswith("node 1 of 4: no plain node name")
+    assert read.problems[1].startswith("node 2 of 4: n9: unreadable state")
+
+
+@pytest.mark.parametrize("text", ["", "not json", "[]", '{"nodes": {}}'])
+def test_output_that_is_no_node_list_is_an_error(text: str) -> None:
+    with pytest.raises(MalformedSlurmOutputError):
+        parse_nodes(text)
+
+
+def test_squeue_lines_with_comments_and_a_bad_line() -> None:
+    text = (
+        '41|{"step": 120, "time": "2026-12-05T01:00:00Z"}\n'
+        "42|(null)\n"
+        "oops\n"
+        "43_7|a|comment|with bars\n"
+    )
+    read = parse_jobs(text)
+    assert read.items == (
+        ("41", '{"step": 120, "time": "2026-12-05T01:00:00Z"}'),
+        ("42", ""),
+        ("43_7", "a|comment|with bars"),
+    )
+    assert read.problems == ("squeue line 3: no job id in 'oops'",)
+
+
+def pod(
+    namespace: str, name: str, labels: dict[str, str], phase: str = "Running"
+) -> dict[str, object]:
+    return {
+        "metadata": {"namespace": namespace, "name": name, "labels": labels},
+        "status": {"phase": phase},
+    }
+
+
+LABEL = "slinky.slurm.net/pod-hostname"
+
+
+def test_the_slurm_name_comes_from_the_slurmd_pod_in_the_slurm_namespace() -> None:
+    spec = SlurmSpec()
+    pods = [
+        pod("team-a", "trainer-0", {LABEL: "victim-node"}),  # a tenant's pod: ignored
+        pod("slurm", "compute-7", {LABEL: "compute-7"}),
+    ]
+    assert slurm_name("gpu-node-7", pods, spec) == ("compute-7", "slurm/compute-7")
+    assert slurm_name("gpu-node-7", pods[:1], spec) == ("gpu-node-7", "")
+
+
+def test_a_name_that_would_touch_many_slurm_nodes_is_refused() -> None:
+    spec = SlurmSpec()
+    for value in ("compute-[1-64]", "a,b", "a b", "-x"):
+        name, key = slurm_name("gpu-node-7", [pod("slurm", "c", {LABEL: value})], spec)
+        assert name == ""
+        assert key == "slurm/c"
