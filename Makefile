@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test lint unit e2e chaos devcluster-build prometheus clean
+.PHONY: demo test lint unit e2e chaos devcluster-build prometheus slurm clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -33,13 +33,31 @@ prometheus:
 	  $(SUDO) apt-get update -qq && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; }
 
+# The Slurm tests run real slurmctld, slurmd and munged: Debian's Slurm 22.05 packages.
+# The daemons are in /usr/sbin, off a normal user's PATH. On a host that runs systemd the
+# munge package starts and enables munge.service; the tests start a munged of their own,
+# so a munge installed here is stopped and disabled again. (slurmd and slurmctld start
+# only with an /etc/slurm/slurm.conf, which the packages do not ship. Without systemd,
+# in a container, invoke-rc.d starts nothing and the postinst scripts carry on.)
+slurm:
+	@export PATH="$$PATH:/usr/sbin:/sbin"; \
+	command -v slurmctld >/dev/null && command -v slurmd >/dev/null && \
+	  command -v scontrol >/dev/null && command -v munged >/dev/null || { \
+	  had_munge=$$(command -v munged); \
+	  echo "installing Slurm and munge (Debian packages slurmctld slurmd slurm-client munge)"; \
+	  $(SUDO) apt-get update -qq && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    slurmctld slurmd slurm-client munge && \
+	  if [ -z "$$had_munge" ] && [ -d /run/systemd/system ]; then \
+	    $(SUDO) systemctl disable --now munge.service || true; fi; }
+
 devcluster-build: $(VENV)/.installed
 	$(BIN)/pitcrew devcluster build
 
 unit: $(VENV)/.installed
 	$(BIN)/pytest tests/unit
 
-e2e: devcluster-build prometheus
+e2e: devcluster-build prometheus slurm
 	$(BIN)/pytest tests/e2e
 
 # The chaos suite runs last, in a pytest session (and devcluster) of its own: it
@@ -48,7 +66,7 @@ CHAOS_SECONDS ?= 60
 chaos: devcluster-build
 	PITCREW_CHAOS_SECONDS=$(CHAOS_SECONDS) $(BIN)/pytest tests/e2e/chaos
 
-test: lint devcluster-build prometheus
+test: lint devcluster-build prometheus slurm
 	$(BIN)/pytest
 	$(MAKE) chaos
 

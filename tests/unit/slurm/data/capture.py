@@ -1,0 +1,112 @@
+"""Regenerate the Slurm output vectors in this folder from real daemons.
+
+    PYTHONPATH=tests/support .venv/bin/python tests/unit/slurm/data/capture.py
+
+Starts a :class:`slurmcluster.SlurmCluster` (nodes slurm-node-0 and
+slurm-node-1), walks slurm-node-0 through idle, allocated, draining, drained,
+down and a drain whose reason has spaces and a colon, and saves what the
+clients print in each state, byte for byte. slurm-node-1 is idle in every
+node vector, so a parser of the JSON must pick its node out of two. See README.md.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from slurmcluster import SlurmCluster
+
+DATA = Path(__file__).resolve().parent
+NODE = "slurm-node-0"
+OTHER = "slurm-node-1"
+REASON = "pitcrew-maintenance"
+REASON_WITH_SPACES = "pitcrew: Xid 79 on GPU 3"
+
+
+def wait_until(what: str, check: Callable[[], bool], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def state(slurm: SlurmCluster) -> str:
+    return slurm.run("scontrol", "-o", "show", "node", NODE).split(" State=")[1].split()[0]
+
+
+def save(slurm: SlurmCluster, name: str) -> None:
+    """The node's state as ``sinfo --json`` (22.05's scontrol has no --json) and ``scontrol -o``."""
+    (DATA / f"sinfo-json-{name}.json").write_text(slurm.run("sinfo", "--json"))
+    (DATA / f"scontrol-show-node-{name}.txt").write_text(
+        slurm.run("scontrol", "-o", "show", "node", NODE)
+    )
+
+
+def update(slurm: SlurmCluster, *fields: str) -> None:
+    slurm.run("scontrol", "update", f"NodeName={NODE}", *fields)
+
+
+def capture(slurm: SlurmCluster) -> None:
+    (DATA / "scontrol-version.txt").write_text(slurm.run("scontrol", "--version"))
+    save(slurm, "idle")
+
+    job = slurm.run(
+        "sbatch", "--parsable", "-J", "pitcrew-train", "-w", NODE, "--wrap", "sleep 300"
+    )
+    job = job.strip()
+    wait_until("the job to run", lambda: state(slurm) == "ALLOCATED")
+    save(slurm, "allocated")
+    capture_queue(slurm)
+
+    update(slurm, "State=DRAIN", f"Reason={REASON}")
+    save(slurm, "draining")
+    slurm.run("scancel", job)
+    wait_until("the node to be drained", lambda: state(slurm) == "IDLE+DRAIN")
+    save(slurm, "drained")
+
+    resume(slurm)
+    update(slurm, "State=DOWN", f"Reason={REASON}")
+    save(slurm, "down")
+
+    resume(slurm)
+    update(slurm, "State=DRAIN", f"Reason={REASON_WITH_SPACES}")
+    save(slurm, "reason-with-spaces")
+
+
+def capture_queue(slurm: SlurmCluster) -> None:
+    """The queue with one job on NODE and, briefly, one on OTHER: 22.05's
+    ``squeue --json`` ignores ``-w`` and lists both, the text output only NODE's."""
+    other = slurm.run("sbatch", "--parsable", "-J", "other-job", "-w", OTHER, "--wrap", "sleep 300")
+    running = f"{other.strip()}|RUNNING"
+    wait_until(
+        "the other job to run", lambda: slurm.run("squeue", "-h", "-o", "%i|%T").count(running) == 1
+    )
+    (DATA / "squeue-json-running.json").write_text(slurm.run("squeue", "--json", "-w", NODE))
+    (DATA / "squeue-running.txt").write_text(
+        slurm.run("squeue", "-h", "-w", NODE, "-o", "%i|%T|%j|%u")
+    )
+    slurm.run("scancel", other.strip())
+    wait_until("the other node to be idle", lambda: not slurm.run("squeue", "-h", "-w", OTHER))
+
+
+def resume(slurm: SlurmCluster) -> None:
+    update(slurm, "State=RESUME")
+    # A resumed node is IDLE+NOT_RESPONDING until slurmctld pings it.
+    wait_until("the node to be idle", lambda: state(slurm) == "IDLE")
+
+
+def main() -> None:
+    directory = Path(tempfile.mkdtemp(prefix="pitcrew-slurm-vectors-"))
+    try:
+        with SlurmCluster(directory, [NODE, OTHER]) as slurm:
+            capture(slurm)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
