@@ -39,7 +39,7 @@ from typing import Any
 
 from pydantic.alias_generators import to_camel
 
-from gpuhealth import sweep, sxid, xid
+from gpuhealth import slurm, sweep, sxid, xid
 from gpuhealth.active.probes import SUITES, run_measurement
 from gpuhealth.backends.base import Backend
 from gpuhealth.backends.nvml import NvmlBackend, nvml_device_name
@@ -110,9 +110,9 @@ def print_report(report: Report, *, verbose: bool = False) -> None:
     print(f"{report.node}: {verdict} ({summary}; {report.backend} backend, {report.suite} suite)")
 
 
-def _check(args: argparse.Namespace) -> int:
+def _sweep(args: argparse.Namespace) -> Report:
     backend, clock = _backend(args)
-    report = sweep.check(
+    return sweep.check(
         backend=backend,
         node=args.node,
         suite=args.suite,
@@ -123,11 +123,21 @@ def _check(args: argparse.Namespace) -> int:
         rate_window=args.rate_window,
         sleep=clock.sleep if clock else time.sleep,
     )
+
+
+def _check(args: argparse.Namespace) -> int:
+    report = _sweep(args)
     if args.json:
         print(report.model_dump_json(by_alias=True, indent=2))
     else:
         print_report(report, verbose=args.verbose)
     return _exit_code(report.checks)
+
+
+def _slurm(args: argparse.Namespace) -> int:
+    return slurm.act(
+        _sweep(args), node=slurm.node_name(args.node_name), mode=args.mode, scontrol=args.scontrol
+    )
 
 
 def _exit_code(checks: Sequence[CheckResult]) -> int:
@@ -335,10 +345,8 @@ def _local_model(args: argparse.Namespace) -> GpuModel:
     return require_model_for_nvml_name(name)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gpuhealth", description="Node-local GPU health checks.")
-    commands = parser.add_subparsers(dest="command", required=True)
-    check = commands.add_parser("check", help="run a suite of checks on this node")
+def _check_arguments(check: argparse.ArgumentParser) -> None:
+    """What to check and on which backend: ``check`` and ``slurm`` alike."""
     check.add_argument("--suite", choices=list(SUITES), default="passive")
     check.add_argument("--backend", choices=["nvml", "sim"], default="nvml")
     check.add_argument("--scenario", help="JSON fault list for the sim backend (docs/faults.md)")
@@ -364,9 +372,28 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="seconds between the two readings for rates (default: 60 on sim, 0 on nvml)",
     )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gpuhealth", description="Node-local GPU health checks.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    check = commands.add_parser("check", help="run a suite of checks on this node")
+    _check_arguments(check)
     check.add_argument("--json", action="store_true")
     check.add_argument("-v", "--verbose", action="store_true", help="also list passing checks")
     check.set_defaults(handler=_check)
+    slurm_cmd = commands.add_parser(
+        "slurm",
+        help="the checks as Slurm's HealthCheckProgram or prolog: drain the Slurm node "
+        "with the finding as its reason, resume only gpuhealth's own drain",
+    )
+    slurm_cmd.add_argument("mode", choices=["healthcheck", "prolog"])
+    _check_arguments(slurm_cmd)
+    slurm_cmd.add_argument(
+        "--node-name", default=None, help="Slurm node (default: $SLURMD_NODENAME, the hostname)"
+    )
+    slurm_cmd.add_argument("--scontrol", default="scontrol", help="path of Slurm's scontrol")
+    slurm_cmd.set_defaults(handler=_slurm)
     allreduce = commands.add_parser(
         "allreduce",
         help="multi-node NCCL all-reduce for this rank (env: MASTER_ADDR, "
@@ -405,7 +432,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.rate_window = 60.0 if args.backend == "sim" else 0.0
     try:
         return int(args.handler(args))
-    except (GpuhealthError, OSError) as error:
+    except (GpuhealthError, OSError, slurm.SlurmCommandError) as error:
         print(f"gpuhealth: {error}", file=sys.stderr)
         return EXIT_CANNOT_RUN
 

@@ -323,8 +323,15 @@ class Chaos:
             for p in pods
             if p.status.phase not in ("Succeeded", "Failed")
         ]
-        allocatable = (self.fleet.node(node).status.allocatable or {}).get("nvidia.com/gpu")
-        return f"gpus allocatable {allocatable}; pods on it: {', '.join(held) or 'none'}"
+        found = self.fleet.node(node)
+        allocatable = (found.status.allocatable or {}).get("nvidia.com/gpu")
+        taints = ", ".join(f"{t.key}:{t.effect}" for t in found.spec.taints or [])
+        ready = next((c for c in found.status.conditions or [] if c.type == "Ready"), None)
+        readiness = f"Ready={ready.status} ({ready.reason})" if ready else "no Ready condition"
+        return (
+            f"{readiness}; taints {taints or 'none'}; gpus allocatable {allocatable}; "
+            f"pods on it: {', '.join(held) or 'none'}"
+        )
 
     def _repaired(self, node: str) -> bool:
         self._supervise()

@@ -52,7 +52,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -197,13 +197,15 @@ def terminate(process: subprocess.Popen[bytes], timeout: float = 10) -> None:
 class SlurmCluster:
     """``with SlurmCluster(tmp_path, ["gpu-node-0", "gpu-node-1"]) as slurm: ...``"""
 
-    def __init__(self, directory: Path, nodes: list[str]) -> None:
+    def __init__(self, directory: Path, nodes: list[str], extra: Sequence[str] = ()) -> None:
+        """``extra``: more slurm.conf lines (``Prolog=...``, ``HealthCheckProgram=...``)."""
         if not nodes:
             raise ValueError("a Slurm cluster needs at least one node")
         self.directory = directory.resolve()
         if any(c.isspace() for c in str(self.directory)):
             raise ValueError(f"slurm.conf cannot hold a path with spaces: {self.directory}")
         self.nodes = list(nodes)
+        self.extra = list(extra)
         self.conf = self.directory / "slurm.conf"
         self.env = {**os.environ, "SLURM_CONF": str(self.conf), MARKER: str(self.directory)}
         self.munged: subprocess.Popen[bytes] | None = None
@@ -280,9 +282,8 @@ class SlurmCluster:
         (self.directory / "state").mkdir(exist_ok=True)
         (self.directory / "plugstack.conf").write_text("")
         ports = [free_port() for _ in self.nodes]
-        self.conf.write_text(
-            slurm_conf(self.directory, self.nodes, ctld_port=free_port(), ports=ports)
-        )
+        conf = slurm_conf(self.directory, self.nodes, ctld_port=free_port(), ports=ports)
+        self.conf.write_text(conf + "".join(f"{line}\n" for line in self.extra))
 
     def _wait_idle(self) -> None:
         def all_idle() -> bool:

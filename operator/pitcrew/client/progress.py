@@ -17,6 +17,10 @@ the model FLOPs per step for MFU. In the training loop::
             save_checkpoint()
             reporter.checkpoint(step)    # written at once
 
+Under Slurm (``SLURM_JOB_ID`` set) the same report is the job's comment, set with
+``scontrol update JobId=... Comment=...`` (a job's owner may): Pitcrew reads the
+checkpoints of the Slurm jobs on a node it is taking out from there.
+
 Without the client, annotate the pod yourself (any process with ``patch`` on
 its own pod, or a human)::
 
@@ -45,6 +49,7 @@ from typing import Any
 
 from pitcrew.api.vocabulary import PROGRESS_ANNOTATION
 from pitcrew.core.job_ledger import Progress, RankTime
+from pitcrew.slurm.control import Slurm
 
 logger = logging.getLogger(__name__)
 Timing = tuple[float, tuple[RankTime, ...]]
@@ -185,6 +190,7 @@ class ProgressReporter:
         tokens_per_step: int | None = None,
         api: Any = None,
         clock: Callable[[], datetime.datetime] = _now,
+        slurm_job: str | None = None,
     ) -> None:
         self.pod = pod or os.environ.get("POD_NAME") or socket.gethostname()
         self.namespace = namespace or os.environ.get("POD_NAMESPACE") or _own_namespace()
@@ -196,6 +202,9 @@ class ProgressReporter:
         self._checkpoint: tuple[int, datetime.datetime] | None = None
         self._step = 0
         self._ranks: Timing | None = None
+        self.slurm_job = slurm_job or os.environ.get("SLURM_JOB_ID") or ""
+        """Under Slurm the report goes into the job's comment (``scontrol update``),
+        where Pitcrew reads the checkpoints of a node's Slurm jobs."""
 
     def step(self, step: int, *, ranks: Timing | None = None) -> bool:
         """Record the step reached; writes when ``min_interval`` has passed. True if written.
@@ -242,13 +251,17 @@ class ProgressReporter:
             slowest=self._ranks[1] if self._ranks else (),
         )
         try:
-            self._core().patch_namespaced_pod(
-                self.pod,
-                self.namespace,
-                {"metadata": {"annotations": {PROGRESS_ANNOTATION: encode(progress)}}},
-            )
+            if self.slurm_job:
+                Slurm().comment(self.slurm_job, encode(progress))
+            else:
+                self._core().patch_namespaced_pod(
+                    self.pod,
+                    self.namespace,
+                    {"metadata": {"annotations": {PROGRESS_ANNOTATION: encode(progress)}}},
+                )
         except Exception:  # the training loop must never die for a report
-            logger.warning("could not report progress on pod %s", self.pod, exc_info=True)
+            where = f"Slurm job {self.slurm_job}" if self.slurm_job else f"pod {self.pod}"
+            logger.warning("could not report progress on %s", where, exc_info=True)
             return False
         self._last_write = time.monotonic()
         self._ranks = None  # one gathering counts in one report, never twice

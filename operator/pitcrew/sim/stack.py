@@ -27,7 +27,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -104,14 +104,17 @@ class SimStack:
     def metrics_port(self, name: str) -> int:
         return self.metrics_ports.setdefault(name, free_port())
 
-    def start(self, name: str, *args: str) -> subprocess.Popen[bytes]:
-        """``pitcrew <args>`` as a process named ``name``, its output in ``<name>.log``."""
+    def start(
+        self, name: str, *args: str, env: Mapping[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
+        """``pitcrew <args>`` as a process named ``name``, its output in ``<name>.log``,
+        with ``env`` added to this process's environment."""
         log = (self.directory / f"{name}.log").open("ab")
         process = subprocess.Popen(
             [sys.executable, "-m", "pitcrew.cli", *args],
             stdout=log,
             stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"},
         )
         self.running[name] = process
         return process
@@ -189,9 +192,12 @@ class SimStack:
         resync: str = "2",
         lease_seconds: int = 4,
         kubeconfig: Path | None = None,
+        extra: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
     ) -> subprocess.Popen[bytes]:
         """The operator as its ServiceAccount; ``kubeconfig`` for another way to the
-        apiserver with the same credentials (the chaos suite's proxy)."""
+        apiserver with the same credentials (the chaos suite's proxy); ``extra``
+        arguments and ``env`` (Slurm's client and its configuration)."""
         return self.start(
             identity,
             "operator",
@@ -209,6 +215,8 @@ class SimStack:
             str(self.metrics_port(identity)),
             "--health-port",
             "0",
+            *extra,
+            env=env,
         )
 
     def kill(self, name: str) -> None:

@@ -16,6 +16,7 @@ the next poll or decision; an answer such as "Invalid node name" is permanent.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -88,6 +89,13 @@ class Slurm:
             # One argv element: spaces and colons stay inside Reason.
             argv.append(f"Reason={reason}")
         self._run(argv)
+
+    def comment(self, job: str, text: str) -> None:
+        """``scontrol update JobId=<job> Comment=<text>``: a job's owner may set it, so
+        a Slurm job reports its progress there (:mod:`pitcrew.client.progress`)."""
+        if not re.fullmatch(r"\d+(_\d+)?", job):
+            raise SlurmError(f"{job!r} is not a Slurm job id", transient=False)
+        self._run([self.scontrol, "update", f"JobId={job}", f"Comment={text}"])
 
     def _run(self, argv: list[str]) -> str:
         try:
