@@ -506,6 +506,24 @@ def _retry_probe(b: _Builder, reason: str, why: str) -> None:
     _start_probe(b, attempt=attempts + 1)
 
 
+def _evict_late_arrivals(b: _Builder) -> None:
+    """Pods bound to a node under validation: the scheduler placed them while the node
+    was still in service and the bind landed after the cordon (a slow or throttled
+    bind takes seconds). The node runs nothing until it is validated, and they hold
+    the GPUs its probe needs, so they are evicted like a drain's, once the cordon is
+    seen (evicted before, they could come straight back)."""
+    late = b.node.workload
+    if late and b.node.unschedulable:
+        names = ", ".join(p.key for p in late[:5])
+        b.actions.append(
+            a.Evict(
+                late,
+                reason="LateArrivalEvicted",
+                message=f"bound after the cordon, evicted from a node under validation: {names}",
+            )
+        )
+
+
 def _awaiting_probe(b: _Builder) -> None:
     """No report yet from this validation's probe. Its pod failing is an attempt spent
     at once; the timeout spends one only if the pod ran. A probe whose pod never
@@ -572,6 +590,7 @@ def _back_in_service(b: _Builder, reason: str, message: str) -> None:
 
 def _validating(b: _Builder) -> None:
     status, spec = b.status, b.policy.spec
+    _evict_late_arrivals(b)
     if not probe_done(status):
         _awaiting_probe(b)
         if b.status.phase is Phase.VALIDATING:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 from dataclasses import replace
 
-from lifecycle_data import T0, fleet, node, pitcrew_cordoned, policy, report, state, status
+from lifecycle_data import T0, fleet, node, pitcrew_cordoned, pod, policy, report, state, status
 
 from gpuhealth.report import CheckResult, CheckStatus
 from pitcrew.api.gpunode import ChecksStatus, Phase
@@ -167,3 +167,19 @@ def test_the_agent_report_alone_never_validates() -> None:
         now=LATER,
     )
     assert decision.phase is Phase.VALIDATING
+
+
+def test_pods_bound_after_the_cordon_are_evicted_from_a_node_under_validation() -> None:
+    """The scheduler placed them while the node was in service; the bind landed after
+    the cordon. They would run on an unvalidated node and hold the probe's GPUs."""
+    current = status(Phase.VALIDATING, since=T0, probe_job=JOB, probe_attempts=1)
+    late = pod("trainer-7")
+    cordoned = replace(validating_node(), pods=(late, probe_pod(JOB)))
+    decision = decide(state=state(cordoned, current), policy=policy(), fleet=fleet(), now=LATER)
+    (evict,) = [x for x in decision.actions if isinstance(x, a.Evict)]
+    assert evict.pods == (late,)
+    assert decision.phase is Phase.VALIDATING
+    # Not before the cordon is seen: evicted then, they could come straight back.
+    uncordoned = replace(cordoned, unschedulable=False)
+    decision = decide(state=state(uncordoned, current), policy=policy(), fleet=fleet(), now=LATER)
+    assert not [x for x in decision.actions if isinstance(x, a.Evict)]
