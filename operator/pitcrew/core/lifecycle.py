@@ -801,15 +801,7 @@ def _draining(b: _Builder) -> None:
             )
         )
     else:
-        b.actions.append(
-            a.Record(
-                "DrainTimeoutEscalate",
-                f"drain timed out after {spec.safety.drain.timeout} with "
-                f"{len(workload)} pods left: remediating anyway",
-                warning=True,
-            )
-        )
-        _begin_remediation(b, escalated=True)
+        _remediate_anyway(b, "DrainTimeoutEscalate", f"{len(workload)} pods left")
 
 
 def _slurm_pending(b: _Builder) -> list[str]:
@@ -845,15 +837,7 @@ def _slurm_drain_timed_out(b: _Builder) -> None:
                 )
             )
         return
-    b.actions.append(
-        a.Record(
-            "DrainTimeoutEscalate",
-            f"drain timed out after {spec.timeout} with Slurm jobs running on "
-            f"{slurm.name}: remediating anyway",
-            warning=True,
-        )
-    )
-    _begin_remediation(b, escalated=True)
+    _remediate_anyway(b, "DrainTimeoutEscalate", f"Slurm jobs running on {slurm.name}")
 
 
 def _slurm_reason(b: _Builder) -> str:
@@ -913,13 +897,16 @@ def _drain_timed_out_on_terminating(b: _Builder, terminating: list[PodView]) -> 
                 message=f"drain timed out after {spec.timeout} on terminating pods",
             )
         )
+    stuck = f"{len(terminating)} pods stuck terminating ({names})"
+    _remediate_anyway(b, "DrainTimeoutTerminating", stuck)
+
+
+def _remediate_anyway(b: _Builder, reason: str, left: str) -> None:
+    """The drain's timeout passed with ``left`` still on the node: the rung starts, and
+    what is left dies with the repair."""
+    timeout = b.policy.spec.safety.drain.timeout
     b.actions.append(
-        a.Record(
-            "DrainTimeoutTerminating",
-            f"drain timed out after {spec.timeout} with {len(terminating)} pods stuck "
-            f"terminating ({names}): remediating anyway",
-            warning=True,
-        )
+        a.Record(reason, f"drain timed out after {timeout} with {left}: remediating anyway", True)
     )
     _begin_remediation(b, escalated=True)
 
