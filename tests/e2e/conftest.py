@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fleet import NAMESPACE, Fleet
+from fleet import NAMESPACE, NODE_MAINTENANCE, NODE_MAINTENANCE_SCHEMA, Fleet, crd
 from kubernetes import client, config
 
 from gpuhealth.models import get_model
@@ -89,6 +89,10 @@ def pitcrew(kubeconfig: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         directory=tmp_path_factory.mktemp("pitcrew"), kubeconfig=kubeconfig, namespace=NAMESPACE
     )
     stack.install()
+    # The medik8s NodeMaintenance API, as a cluster with medik8s serves it: the
+    # operator honours its requests (it checks for the API every few minutes, so it
+    # is served before the operator starts).
+    crd(stack.api, *NODE_MAINTENANCE, NODE_MAINTENANCE_SCHEMA, scope="Cluster")
     stack.start_sim_agents(interval="2s", heartbeat="30s")
     stack.start_operator("operator-a")
     yield stack

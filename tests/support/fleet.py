@@ -55,6 +55,21 @@ def eventually(
     raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
 
 
+NODE_MAINTENANCE = ("nodemaintenance.medik8s.io", "v1beta1", "NodeMaintenance")
+NODE_MAINTENANCE_SCHEMA: dict[str, Any] = {
+    # medik8s node-maintenance-operator's v1beta1 schema, trimmed to what Pitcrew reads.
+    "type": "object",
+    "properties": {
+        "spec": {
+            "type": "object",
+            "required": ["nodeName"],
+            "properties": {"nodeName": {"type": "string"}, "reason": {"type": "string"}},
+        },
+        "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+    },
+}
+
+
 def crd(
     api: client.ApiClient,
     group: str,

@@ -44,6 +44,8 @@ class Phase(StrEnum):
     QUARANTINED = "Quarantined"
     DRAINING = "Draining"
     REMEDIATING = "Remediating"
+    MAINTENANCE = "Maintenance"
+    """Drained for a maintenance window; revalidated when it ends."""
     RETIRED = "Retired"
     SPARE = "Spare"
     EXCLUDED = "Excluded"

@@ -52,6 +52,8 @@ PROGRESS_ANNOTATION: Final = f"{PREFIX}/progress"
 """JSON progress of rank 0: step, checkpoint step, times, FLOPs per step."""
 CHECKPOINT_ANNOTATION: Final = f"{PREFIX}/checkpoint-at"
 """When the pod last checkpointed: a checkpoint-aware drain waits for the next one."""
+MAINTENANCE_REASON: Final = "Maintenance"
+"""The reason a node is taken out for a maintenance window (Suspect, then Draining)."""
 STRAGGLER_REASON: Final = "Straggler"
 """The reason a node is Suspect when its job's reports name it the slowest, again and
 again (:mod:`pitcrew.core.stragglers`)."""
@@ -102,10 +104,12 @@ UNHEALTHY: Final = (
     Phase.QUARANTINED,
     Phase.DRAINING,
     Phase.REMEDIATING,
+    Phase.MAINTENANCE,
     Phase.RETIRED,
 )
-"""Taken out of service by Pitcrew for a fault: what the circuit breaker counts.
-Validating is not here: a batch of new nodes in burn-in must not trip it."""
+"""Taken out of service by Pitcrew (for a fault, or drained for a maintenance
+window): what the circuit breaker counts. Validating is not here: a batch of new
+nodes in burn-in must not trip it."""
 TAKEN_OUT: Final = frozenset({Phase.SUSPECT, Phase.QUARANTINED, Phase.DRAINING})
 """The first phases after a fault: leaving service for one of these is a detection."""
 OUT_OF_SERVICE: Final = frozenset(

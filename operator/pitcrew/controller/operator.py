@@ -31,6 +31,7 @@ from pitcrew.controller.accountant import Accountant
 from pitcrew.controller.executor import Executor
 from pitcrew.controller.job_sizes import JobSizes, fetcher
 from pitcrew.controller.leader import wait_for_leadership
+from pitcrew.controller.maintenance import NodeMaintenances
 from pitcrew.controller.policy_status import PolicyStatusWriter
 from pitcrew.controller.rounds import RoundLoop
 from pitcrew.controller.runs import Runs
@@ -76,6 +77,17 @@ def build(
         holder[0].mark(nodes)
 
     slurm = slurm_watch(settings, wake)
+
+    def publish(items: dict[str, dict[str, Any]]) -> None:
+        store.node_maintenances = items
+
+    node_maintenances = NodeMaintenances(api, publish=publish, wake=wake)
+    threading.Thread(
+        target=node_maintenances.run,
+        args=(threading.Event(),),
+        daemon=True,
+        name="pitcrew-node-maintenance",
+    ).start()
     pool = ThreadPoolExecutor(max_workers=settings.workers, thread_name_prefix="pitcrew-exec")
     sizes = JobSizes(
         fetcher(api), ThreadPoolExecutor(max_workers=2, thread_name_prefix="pitcrew-sizes")
@@ -170,6 +182,7 @@ def register(registry: kopf.OperatorRegistry, shell: Shell) -> None:
     watch(GROUP, VERSION, "gpunodes", "gpunode")
     watch(GROUP, VERSION, "gpuhealthpolicies", "policy")
     watch(GROUP, VERSION, "validationruns", "run")
+    watch(GROUP, VERSION, "maintenancewindows", "window")
 
     @kopf.on.startup(registry=registry)
     async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:

@@ -57,6 +57,7 @@ from pitcrew.controller.store import Store
 from pitcrew.core.convert import node_view
 from pitcrew.core.fleet import Summary, after_decision, fleet_of, summarize
 from pitcrew.core.lifecycle import Decision, decide
+from pitcrew.core.maintenance import covering
 from pitcrew.core.views import FleetView, NodeState, NodeView, PolicyView
 
 logger = logging.getLogger(__name__)
@@ -129,6 +130,10 @@ class RoundLoop:
         """Record a watch event and queue the nodes it concerns."""
         if kind == "gpunode":
             self.last_gpunode_event = self.clock()
+        if kind == "window":
+            self.store.put(kind, obj, deleted=deleted)
+            self.mark(self.store.nodes)  # rare, and any node may be named
+            return
         if kind == "run":
             self.store.put(kind, obj, deleted=deleted)
             if deleted:
@@ -361,14 +366,18 @@ class RoundLoop:
     def _node_view(
         self, name: str, node: dict[str, Any], policy: PolicyView, status: GPUNodeStatus
     ) -> NodeView:
-        """The Node, its pods, and its Slurm node when its policy drains through Slurm."""
+        """The Node, its pods, the maintenance window over it, and its Slurm node when
+        its policy drains through Slurm."""
         pods = self.store.pods_on(name)
+        labels = node.get("metadata", {}).get("labels") or {}
+        maintenance = covering(name, labels, self.store.maintenance_windows(), self.clock())
         spec = policy.spec.slurm
         if self.slurm is None or not spec.enabled:
-            return node_view(node, pods, self.store.job_checkpoints)
+            view = node_view(node, pods, self.store.job_checkpoints)
+            return replace(view, maintenance=maintenance)
         slurm, slurmd = self.slurm.view(name, pods, spec, taking_out=status.phase in TAKEN_OUT)
         view = node_view(node, pods, self.store.job_checkpoints, slurmd=slurmd)
-        return replace(view, slurm=slurm)
+        return replace(view, slurm=slurm, maintenance=maintenance)
 
     def _policy_for(self, name: str) -> PolicyView | None:
         matched = self.store.policies_of(name)

@@ -16,6 +16,7 @@ a walk over cached tuples, not over parsing and label matching.
 from __future__ import annotations
 
 import datetime
+import logging
 from collections import defaultdict
 from typing import Any
 
@@ -31,8 +32,10 @@ from pitcrew.core.convert import (
     training_job,
 )
 from pitcrew.core.fleet import Summary, summarize
+from pitcrew.core.maintenance import Window, node_maintenance, window
 from pitcrew.core.views import PolicyView
 
+logger = logging.getLogger(__name__)
 Object = dict[str, Any]
 DEPARTED_MAX = 10_000
 """Deleted training pods kept between two accountant ticks, at most (a mass deletion
@@ -52,6 +55,11 @@ class Store:
         self.gpunodes: dict[str, Object] = {}
         self.policies: dict[str, Object] = {}
         self.runs: dict[str, Object] = {}
+        self.windows: dict[str, Object] = {}
+        """MaintenanceWindows, by name."""
+        self.node_maintenances: dict[str, Object] = {}
+        """medik8s NodeMaintenances, by name (polled: the API may not exist)."""
+        self._windows: dict[tuple[str, str, Any], Window | None] = {}
         self.pods: dict[str, Object] = {}
         self.pods_by_node: dict[str, dict[str, Object]] = defaultdict(dict)
         self.departed: dict[str, Object] = {}
@@ -190,6 +198,7 @@ class Store:
             "gpunode": self.gpunodes,
             "policy": self.policies,
             "run": self.runs,
+            "window": self.windows,
         }[kind]
         if kind == "policy":
             self._policy_epoch += 1
@@ -203,6 +212,27 @@ class Store:
         elif self._newer(table.get(name), obj):
             table[name] = obj
         return name if kind in ("node", "gpunode") else None
+
+    def maintenance_windows(self) -> list[Window]:
+        """Every maintenance request as a :class:`Window`, parsed once per version; one
+        that does not parse covers nothing and is logged once."""
+        kept: dict[tuple[str, str, Any], Window | None] = {}
+        for kind, table, read in (
+            ("window", self.windows, window),
+            ("nodemaintenance", self.node_maintenances, node_maintenance),
+        ):
+            for name, obj in table.items():
+                key = (kind, name, obj.get("metadata", {}).get("resourceVersion"))
+                if key in self._windows:
+                    kept[key] = self._windows[key]
+                    continue
+                try:
+                    kept[key] = read(obj)
+                except ValueError as error:
+                    logger.warning("%s: it covers no node", error)
+                    kept[key] = None
+        self._windows = kept
+        return [w for w in kept.values() if w is not None]
 
     def take_departed(self) -> list[Object]:
         """The training pods deleted since the last call (each is handed out once)."""

@@ -13,6 +13,7 @@ Phases::
     Pending -> Validating -> Healthy <-> Suspect
     Healthy/Suspect -> Quarantined -> Draining -> Remediating -> Validating
     Remediating -> Retired (ladder exhausted, or lemon)
+    Healthy -> Suspect -> Draining -> Maintenance -> Validating (a maintenance window)
     Healthy <-> Spare;  any -> Excluded (opt-out label)
 
 Rules that keep production safe live here, next to the transitions they
@@ -56,6 +57,7 @@ from pitcrew.api.meta import Condition, ConditionStatus
 from pitcrew.api.policy import DrainTimeoutAction, RemediationAction
 from pitcrew.api.vocabulary import (
     IN_SERVICE,
+    MAINTENANCE_REASON,
     MANAGED_LABEL,
     QUARANTINE_TAINT,
     RETIRED_TAINT,
@@ -647,6 +649,8 @@ def _finding(b: _Builder) -> Finding | None:
 
 def _healthy(b: _Builder) -> None:
     finding = _finding(b)
+    if finding is None and _maintenance_due(b):
+        finding = _maintenance_finding(b)
     if finding is not None:
         _take_out(b, finding, admitted_already=False)
         return
@@ -690,7 +694,7 @@ def _requested_validation(b: _Builder) -> None:
 
 
 def _spare(b: _Builder) -> None:
-    if _finding(b) is not None or b.node.validation_requested:
+    if _finding(b) is not None or b.node.validation_requested or _maintenance_due(b):
         _healthy(b)
         return
     if not b.node.has_taint(SPARE_TAINT):
@@ -727,7 +731,9 @@ def _suspect(b: _Builder) -> None:
     finding = worst_finding(status)
     # A straggler's verdict came from its job, which a drain will move: no later
     # report clears it, a validation does (after the drain at the next checkpoint).
+    # A maintenance window holds the node until it is withdrawn.
     straggling = finding is None and status.reason == STRAGGLER_REASON
+    straggling = straggling or (status.reason == MAINTENANCE_REASON and _maintenance_due(b))
     if finding is None and not straggling and not _could_not_check(status):
         _back_in_service(b, "FaultCleared", "the degraded condition cleared")
         return
@@ -943,6 +949,12 @@ def _begin_remediation(b: _Builder, *, escalated: bool = False) -> None:
     slurm_busy = b.node.slurm is not None and (b.node.slurm.busy or not b.node.slurm.out)
     if not b.cordon_observed or ((b.node.workload or slurm_busy) and not escalated):
         return
+    if b.status.reason == MAINTENANCE_REASON and worst_finding(b.status) is None:
+        maintenance = b.node.maintenance
+        what = f"{maintenance.name} ({maintenance.reason})" if maintenance else "maintenance"
+        b.go(Phase.MAINTENANCE, MAINTENANCE_REASON, f"drained for {what}".replace(" ()", ""))
+        b.set(drain=None)
+        return
     if b.dry_run:
         b.condition(
             "Remediation", ConditionStatus.FALSE, "DryRun", "dry run: no remediation is started"
@@ -1117,6 +1129,34 @@ def _excluded(b: _Builder) -> None:
     _pending(b)
 
 
+def _maintenance_due(b: _Builder) -> bool:
+    """A window covers the node and starts within ``checkpointMaxDelay``: time for its
+    jobs' next checkpoint before the work begins."""
+    window = b.node.maintenance
+    lead = b.policy.spec.safety.drain.checkpoint_max_delay
+    return window is not None and not window.over(b.now) and b.now >= window.start - lead
+
+
+def _maintenance_finding(b: _Builder) -> Finding:
+    window = b.node.maintenance
+    assert window is not None  # _maintenance_due
+    why = f"{window.name} from {window.start:%Y-%m-%dT%H:%M:%SZ}"
+    return Finding(
+        FaultClass.DEGRADED, MAINTENANCE_REASON, f"{why}: {window.reason}".rstrip(": "), ()
+    )
+
+
+def _maintenance(b: _Builder) -> None:
+    """Drained for a window: kept out (findings while people work on it are not
+    acted on) until the window ends or is withdrawn, then revalidated."""
+    b.ensure_cordon(QUARANTINE_TAINT, MAINTENANCE_REASON, MAINTENANCE_REASON)
+    window = b.node.maintenance
+    if window is None or window.over(b.now):
+        _start_validation(
+            b, "MaintenanceEnded", "the maintenance window ended: revalidating before it takes work"
+        )
+
+
 _PHASES = {
     Phase.PENDING: _pending,
     Phase.VALIDATING: _validating,
@@ -1126,6 +1166,7 @@ _PHASES = {
     Phase.QUARANTINED: _quarantined,
     Phase.DRAINING: _draining,
     Phase.REMEDIATING: _remediating,
+    Phase.MAINTENANCE: _maintenance,
     Phase.RETIRED: _retired,
     Phase.EXCLUDED: _excluded,
 }

@@ -113,6 +113,21 @@ class SlurmNodeView:
 
 
 @dataclass(frozen=True)
+class MaintenanceView:
+    """The maintenance window that covers a node (the earliest, if several do)."""
+
+    name: str
+    """``MaintenanceWindow/<name>`` or ``NodeMaintenance/<name>``."""
+    start: datetime.datetime
+    end: datetime.datetime | None
+    """None: until the request is deleted (a NodeMaintenance)."""
+    reason: str = ""
+
+    def over(self, now: datetime.datetime) -> bool:
+        return self.end is not None and now >= self.end
+
+
+@dataclass(frozen=True)
 class NodeView:
     name: str
     created: datetime.datetime
@@ -128,6 +143,8 @@ class NodeView:
     """``status.nodeInfo.bootID``: a new one is the evidence of a reboot."""
     slurm: SlurmNodeView | None = None
     """Its Slurm node, when its policy drains through Slurm and Slurm knows it."""
+    maintenance: MaintenanceView | None = None
+    """The maintenance window that covers it and has not ended, if any."""
 
     @property
     def opted_out(self) -> bool:

@@ -63,6 +63,10 @@ OPERATOR_CLUSTER_RULES: list[Rule] = [
         ["gpunodes/status", "gpuhealthpolicies/status", "validationruns/status"],
         ["get", "patch", "update"],
     ),
+    # Maintenance requests: Pitcrew's windows, and medik8s's NodeMaintenance where it
+    # is installed (read only: Pitcrew honours them, the medik8s operator owns them).
+    _rule(["pitcrew.dev"], ["maintenancewindows"], READ),
+    _rule(["nodemaintenance.medik8s.io"], ["nodemaintenances"], READ),
     _rule(["cluster.x-k8s.io"], ["machines"], ["get", "patch"]),
     _rule(["metal3.io"], ["baremetalhosts"], ["get", "list"]),
 ]

@@ -26,6 +26,7 @@ COLOURS = {
     Phase.QUARANTINED: "orange1",
     Phase.DRAINING: "dark_orange",
     Phase.REMEDIATING: "magenta",
+    Phase.MAINTENANCE: "purple",
     Phase.RETIRED: "red",
     Phase.EXCLUDED: "grey35",
 }
@@ -37,6 +38,7 @@ LEGEND = {
     Phase.QUARANTINED: "cordoned: no new work",
     Phase.DRAINING: "pods being evicted (PDB-aware)",
     Phase.REMEDIATING: "GPU reset / reboot / ticket in progress",
+    Phase.MAINTENANCE: "drained for a maintenance window",
     Phase.RETIRED: "failed too often: needs an RMA",
 }
 

@@ -1,0 +1,71 @@
+"""Which window covers a node: MaintenanceWindows by name or label, medik8s
+NodeMaintenances by node, the earliest that has not ended."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+from pitcrew.core.maintenance import covering, node_maintenance, window
+
+T0 = datetime.datetime(2026, 12, 5, 12, 0, tzinfo=datetime.UTC)
+
+
+def mw(name: str, start: str, end: str, **spec: object) -> dict[str, object]:
+    return {
+        "apiVersion": "pitcrew.dev/v1alpha1",
+        "kind": "MaintenanceWindow",
+        "metadata": {"name": name, "resourceVersion": "1"},
+        "spec": {"start": start, "end": end, "reason": f"{name} work", **spec},
+    }
+
+
+def test_windows_by_name_and_by_label_the_earliest_unended_wins() -> None:
+    windows = [
+        window(
+            mw(
+                "racks",
+                "2026-12-05T14:00:00Z",
+                "2026-12-05T16:00:00Z",
+                nodeSelector={"matchLabels": {"rack": "r7"}},
+            )
+        ),
+        window(mw("one", "2026-12-05T13:00:00Z", "2026-12-05T15:00:00Z", nodes=["n1"])),
+        window(mw("past", "2026-12-05T08:00:00Z", "2026-12-05T09:00:00Z", nodes=["n1"])),
+    ]
+    found = covering("n1", {"rack": "r7"}, windows, T0)
+    assert found is not None
+    assert found.name == "MaintenanceWindow/one"
+    assert covering("n2", {"rack": "r7"}, windows, T0).name == "MaintenanceWindow/racks"  # type: ignore[union-attr]
+    assert covering("n3", {"rack": "r8"}, windows, T0) is None
+
+
+def test_a_node_maintenance_covers_its_node_until_it_is_deleted() -> None:
+    medik8s = node_maintenance(
+        {
+            "metadata": {"name": "nm-1", "creationTimestamp": "2026-12-05T10:00:00Z"},
+            "spec": {"nodeName": "n4", "reason": "replace PSU"},
+        }
+    )
+    found = covering("n4", {}, [medik8s], T0 + datetime.timedelta(days=30))
+    assert found is not None
+    assert (found.name, found.end, found.reason) == ("NodeMaintenance/nm-1", None, "replace PSU")
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"start": "2026-12-05T14:00:00Z", "end": "2026-12-05T13:00:00Z", "nodes": ["n1"]},
+        {"start": "2026-12-05T14:00:00Z", "end": "2026-12-05T15:00:00Z"},
+        {"start": "soon", "end": "2026-12-05T15:00:00Z", "nodes": ["n1"]},
+    ],
+)
+def test_a_window_that_does_not_parse_says_why(spec: dict[str, object]) -> None:
+    with pytest.raises(ValueError, match="MaintenanceWindow broken"):
+        window({"metadata": {"name": "broken"}, "spec": spec})
+
+
+def test_a_node_maintenance_without_a_node_says_why() -> None:
+    with pytest.raises(ValueError, match=r"no spec\.nodeName"):
+        node_maintenance({"metadata": {"name": "nm-2"}, "spec": {}})
