@@ -3,7 +3,7 @@
 Every metric is defined here, so its name, labels and cardinality can be
 reviewed in one place (docs/metrics.md lists them):
 
-- ``pool`` is a GPUHealthPolicy name and ``phase`` one of ten phases: a few
+- ``pool`` is a GPUHealthPolicy name and ``phase`` one of eleven phases: a few
   dozen series per pool;
 - ``reason`` comes from a closed vocabulary (check names and lifecycle
   reasons), never from free text;
@@ -24,7 +24,7 @@ import datetime
 from prometheus_client import Counter, Gauge, Histogram
 
 from pitcrew.api.gpunode import GPUNodeStatus, Phase
-from pitcrew.api.vocabulary import IN_SERVICE, TAKEN_OUT
+from pitcrew.api.vocabulary import IN_SERVICE, MAINTENANCE_REASON, TAKEN_OUT
 
 GPU_SECONDS = Counter(
     "pitcrew_gpu_seconds_total",
@@ -140,7 +140,8 @@ def record_decision(
     if after.phase is not before.phase:
         TRANSITIONS.labels(pool, before.phase, after.phase, after.reason).inc()
         reported = after.checks.report_time
-        if before.phase in IN_SERVICE and after.phase in TAKEN_OUT and reported is not None:
+        detected = after.phase in TAKEN_OUT and after.reason != MAINTENANCE_REASON
+        if before.phase in IN_SERVICE and detected and reported is not None:
             DETECTION_SECONDS.labels(pool).observe(max(0.0, (now - reported).total_seconds()))
         if before.phase is Phase.DRAINING and before.drain is not None:
             DRAIN_SECONDS.labels(pool).observe((now - before.drain.started_at).total_seconds())
