@@ -26,16 +26,27 @@ GROUP, VERSION, PLURAL = "nodemaintenance.medik8s.io", "v1beta1", "nodemaintenan
 ABSENT_SECONDS = 300.0
 
 
+def lister(api: client.ApiClient) -> Callable[[], dict[str, Any]]:
+    """The listing of every NodeMaintenance, as the API answers it."""
+
+    def listing() -> dict[str, Any]:
+        found = client.CustomObjectsApi(api).list_cluster_custom_object(GROUP, VERSION, PLURAL)
+        return cast(dict[str, Any], found)
+
+    return listing
+
+
 class NodeMaintenances:
     def __init__(
         self,
-        api: client.ApiClient,
+        listing: Callable[[], dict[str, Any]],
         *,
         publish: Callable[[dict[str, dict[str, Any]]], None],
         wake: Callable[[Iterable[str]], None],
         interval: float = 10.0,
     ) -> None:
-        self.api = api
+        self.listing = listing
+        """Lists the NodeMaintenances (:func:`lister`): one API call."""
         self.publish = publish
         self.wake = wake
         self.interval = interval
@@ -49,12 +60,7 @@ class NodeMaintenances:
     def poll(self) -> float:
         """One listing; the seconds until the next."""
         try:
-            listing = cast(
-                dict[str, Any],
-                client.CustomObjectsApi(self.api).list_cluster_custom_object(
-                    GROUP, VERSION, PLURAL
-                ),
-            )
+            listing = self.listing()
         except client.ApiException as error:
             if error.status == 404:
                 self._changed({})  # uninstalled: its requests went with it

@@ -31,7 +31,7 @@ from pitcrew.controller.accountant import Accountant
 from pitcrew.controller.executor import Executor
 from pitcrew.controller.job_sizes import JobSizes, fetcher
 from pitcrew.controller.leader import wait_for_leadership
-from pitcrew.controller.maintenance import NodeMaintenances
+from pitcrew.controller.maintenance import NodeMaintenances, lister
 from pitcrew.controller.policy_status import PolicyStatusWriter
 from pitcrew.controller.rounds import RoundLoop
 from pitcrew.controller.runs import Runs
@@ -81,7 +81,7 @@ def build(
     def publish(items: dict[str, dict[str, Any]]) -> None:
         store.node_maintenances = items
 
-    node_maintenances = NodeMaintenances(api, publish=publish, wake=wake)
+    node_maintenances = NodeMaintenances(lister(api), publish=publish, wake=wake)
     threading.Thread(
         target=node_maintenances.run,
         args=(threading.Event(),),
