@@ -39,6 +39,7 @@ from pitcrew.controller.settings import OperatorSettings
 from pitcrew.controller.slurm import SlurmWatch
 from pitcrew.controller.store import Store
 from pitcrew.core import actions as a
+from pitcrew.core.budgets import plan_evictions
 from pitcrew.core.convert import gpu_capacity
 from pitcrew.core.lifecycle import Decision
 from pitcrew.core.node_edits import NodeAction
@@ -101,6 +102,9 @@ class Executor:
         self._lock = threading.Lock()
         self._remediation_errors: dict[str, str] = {}
         self._rungs: dict[str, str] = {}
+        self._spent: dict[str, tuple[str, int]] = {}
+        """Evictions made under each PodDisruptionBudget since the version of it last
+        read: the apiserver has counted them, the watch may not have said so yet."""
         """The key of the rung this process last started or resumed, by node."""
         self._recorded: set[tuple[str, str, str]] = set()
         self._failures: dict[str, int] = {}
@@ -278,12 +282,30 @@ class Executor:
         return True
 
     def _evict(self, plan: Plan, action: a.Evict, status: GPUNodeStatus) -> GPUNodeStatus:
+        budgets = self.store.disruption_budgets()
+        labels = {
+            p.key: (self.store.pods.get(p.key) or {}).get("metadata", {}).get("labels") or {}
+            for p in action.pods
+        }
+        with self._lock:
+            current = {b.key: b.version for b in budgets}
+            # Evictions counted against a budget's version until the watch brings a newer one.
+            self._spent = {k: (v, n) for k, (v, n) in self._spent.items() if current.get(k) == v}
+            spent = {k: n for k, (_, n) in self._spent.items()}
+            chosen = plan_evictions(action.pods, labels, budgets, spent)
+            for key, count in chosen.spends.items():
+                version, before = self._spent.get(key, (current[key], 0))
+                self._spent[key] = (version, before + count)
         result = self.cluster.evict(
-            action.pods,
+            chosen.now,
             backoff=self.backoff,
             now=self.clock(),
             parallelism=plan.policy.spec.safety.drain.max_parallel_evictions,
         )
+        for pod, budget_key in chosen.waiting.items():
+            # Not asked for: the budget's next change wakes the drain (no timer, no 429).
+            result.budgets.setdefault(pod, budget_key)
+        waiting = len(chosen.waiting)
         pool = plan.policy.name
         metrics.EVICTIONS.labels(pool, "evicted").inc(len(result.evicted))
         metrics.EVICTIONS.labels(pool, "blocked").inc(len(result.blocked))
@@ -301,6 +323,8 @@ class Executor:
         if result.blocked or result.skipped:
             # Retried when the backoff ends, not at the next resync.
             self.requeue(plan.node, self.backoff.earliest(self.clock()))
+        if waiting:
+            metrics.EVICTIONS.labels(pool, "waiting").inc(waiting)
         drain = status.drain
         if drain is None:
             return status
@@ -315,7 +339,7 @@ class Executor:
                     update={
                         "evicted": drain.evicted + len(result.evicted),
                         "blocked_by": blocked or drain.blocked_by
-                        if result.blocked or result.skipped
+                        if result.blocked or result.skipped or waiting
                         else "",
                     }
                 )

@@ -81,7 +81,8 @@ DRAIN_SECONDS = Histogram(
 )
 EVICTIONS = Counter(
     "pitcrew_evictions_total",
-    "Eviction requests by result (evicted, blocked by a PodDisruptionBudget, failed).",
+    "Evictions by result: evicted, blocked (a PodDisruptionBudget refused the request), "
+    "failed, waiting (not asked for: its budget allows no disruption now).",
     ["pool", "result"],
 )
 BREAKER_OPEN = Gauge(

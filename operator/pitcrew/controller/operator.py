@@ -183,6 +183,7 @@ def register(registry: kopf.OperatorRegistry, shell: Shell) -> None:
     watch(GROUP, VERSION, "gpuhealthpolicies", "policy")
     watch(GROUP, VERSION, "validationruns", "run")
     watch(GROUP, VERSION, "maintenancewindows", "window")
+    watch("policy", "v1", "poddisruptionbudgets", "pdb")
 
     @kopf.on.startup(registry=registry)
     async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:

@@ -45,7 +45,7 @@ from concurrent.futures import Executor as Pool
 from dataclasses import replace
 from typing import Any, Protocol
 
-from pitcrew.api.gpunode import GPUNodeStatus
+from pitcrew.api.gpunode import GPUNodeStatus, Phase
 from pitcrew.api.vocabulary import PITCREW_TAINTS, TAKEN_OUT, UNHEALTHY
 from pitcrew.controller import metrics
 from pitcrew.controller.executor import Executor, Plan
@@ -130,6 +130,12 @@ class RoundLoop:
         """Record a watch event and queue the nodes it concerns."""
         if kind == "gpunode":
             self.last_gpunode_event = self.clock()
+        if kind == "pdb":
+            # A budget that changed may allow a waiting eviction: the drains go on now,
+            # not on a timer.
+            self.store.put(kind, obj, deleted=deleted)
+            self.mark(self.store.phase_of(Phase.DRAINING))
+            return
         if kind == "window":
             self.store.put(kind, obj, deleted=deleted)
             self.mark(self.store.nodes)  # rare, and any node may be named

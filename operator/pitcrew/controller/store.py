@@ -23,6 +23,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from pitcrew.api.gpunode import AgentChecks, GPUNodeStatus, Phase
+from pitcrew.core.budgets import Budget, budget
 from pitcrew.core.convert import (
     UnreadableStatusError,
     gpunode_status,
@@ -57,6 +58,10 @@ class Store:
         self.runs: dict[str, Object] = {}
         self.windows: dict[str, Object] = {}
         """MaintenanceWindows, by name."""
+        self.budgets: dict[str, Object] = {}
+        """PodDisruptionBudgets, by ``namespace/name``: a drain asks only for the
+        evictions they allow (:mod:`pitcrew.core.budgets`)."""
+        self._budgets: dict[str, tuple[Any, Budget | None]] = {}
         self.node_maintenances: dict[str, Object] = {}
         """medik8s NodeMaintenances, by name (polled: the API may not exist)."""
         self._windows: dict[tuple[str, str, Any], Window | None] = {}
@@ -102,6 +107,10 @@ class Store:
         """The parsed status of GPUNode ``name``, parsed once per resourceVersion.
         Check :meth:`unreadable` first: an unreadable status reads as empty here."""
         return self._parsed(name)[1]
+
+    def phase_of(self, phase: Phase) -> list[str]:
+        """The nodes whose stored status is in ``phase``."""
+        return [name for name in self.gpunodes if self._parsed(name)[1].phase is phase]
 
     def published_checks(self, name: str) -> AgentChecks | None:
         """:func:`~pitcrew.core.convert.published_checks` of GPUNode ``name``, parsed
@@ -174,6 +183,9 @@ class Store:
         """Record an object; returns the node name it concerns, if any."""
         meta = obj.get("metadata", {})
         name = meta.get("name", "")
+        if kind == "pdb":
+            self._put_budget(f"{meta.get('namespace', '')}/{name}", obj, deleted=deleted)
+            return None
         if kind == "pod":
             key = f"{meta.get('namespace', '')}/{name}"
             node = (obj.get("spec") or {}).get("nodeName") or ""
@@ -213,6 +225,18 @@ class Store:
             table[name] = obj
         return name if kind in ("node", "gpunode") else None
 
+    def disruption_budgets(self) -> list[Budget]:
+        """Every PodDisruptionBudget, parsed once per version."""
+        found = []
+        for key, obj in self.budgets.items():
+            version = obj.get("metadata", {}).get("resourceVersion")
+            cached = self._budgets.get(key)
+            if cached is None or cached[0] != version:
+                cached = self._budgets[key] = (version, budget(obj))
+            if cached[1] is not None:
+                found.append(cached[1])
+        return found
+
     def maintenance_windows(self) -> list[Window]:
         """Every maintenance request as a :class:`Window`, parsed once per version; one
         that does not parse covers nothing and is logged once."""
@@ -233,6 +257,13 @@ class Store:
                     kept[key] = None
         self._windows = kept
         return [w for w in kept.values() if w is not None]
+
+    def _put_budget(self, key: str, obj: Object, *, deleted: bool) -> None:
+        if deleted:
+            self.budgets.pop(key, None)
+            self._budgets.pop(key, None)
+        elif self._newer(self.budgets.get(key), obj):
+            self.budgets[key] = obj
 
     def take_departed(self) -> list[Object]:
         """The training pods deleted since the last call (each is handed out once)."""

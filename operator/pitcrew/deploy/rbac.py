@@ -50,6 +50,7 @@ OPERATOR_CLUSTER_RULES: list[Rule] = [
     _rule([""], ["nodes"], [*READ, "patch"]),
     _rule([""], ["pods"], [*READ, "delete"]),
     _rule([""], ["pods/eviction"], ["create"]),
+    _rule(["policy"], ["poddisruptionbudgets"], READ),
     _rule([""], ["events"], ["create", "patch"]),
     _rule(["events.k8s.io"], ["events"], ["create", "patch"]),
     _rule(["batch"], ["jobs"], [*READ, "create", "delete"]),

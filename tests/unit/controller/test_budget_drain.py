@@ -1,0 +1,57 @@
+"""The executor asks for the evictions the watched budgets allow, counts the ones it
+made until the watch brings the budget's next version, and goes on when it does."""
+
+from __future__ import annotations
+
+from shell_fakes import T0, Shell, healthy_status, policy_object, version
+
+from pitcrew.api.gpunode import Phase
+
+APP = {"app": "llm"}
+
+
+def training_pod(name: str) -> dict[str, object]:
+    return {
+        "metadata": {
+            "namespace": "train",
+            "name": name,
+            "labels": APP,
+            "resourceVersion": version(),
+            "ownerReferences": [{"kind": "ReplicaSet", "controller": True, "name": "rs"}],
+        },
+        "spec": {"nodeName": "n1"},
+        "status": {"phase": "Running"},
+    }
+
+
+def pdb(allowed: int) -> dict[str, object]:
+    return {
+        "metadata": {"namespace": "train", "name": "llm", "resourceVersion": version()},
+        "spec": {"selector": {"matchLabels": APP}},
+        "status": {"disruptionsAllowed": allowed},
+    }
+
+
+def test_a_drain_evicts_within_the_budget_and_resumes_when_it_changes() -> None:
+    shell = Shell(nodes={"n1": healthy_status(), "n2": healthy_status()}, policy=policy_object())
+    shell.settle()
+    for name in ("trainer-0", "trainer-1", "trainer-2"):
+        shell.store.put("pod", training_pod(name))
+    shell.store.put("pdb", pdb(1))
+    shell.cluster.calls.clear()
+    shell.fail("n1")
+    for _ in range(4):
+        shell.round("n1")
+    assert shell.phase("n1") is Phase.DRAINING
+    asked = [k for keys in shell.cluster.writes("evict") for k in keys]
+    assert len(asked) == 1  # the budget allows one; the same version is never spent twice
+    assert shell.store.status("n1").drain is not None
+    assert shell.store.status("n1").drain.blocked_by == "train/llm"  # type: ignore[union-attr]
+    leaving = training_pod(asked[0].split("/")[1])
+    leaving["metadata"]["deletionTimestamp"] = T0.isoformat()  # type: ignore[index]
+    shell.store.put("pod", leaving)
+    shell.store.put("pdb", pdb(1))  # the disruption controller's next count
+    shell.round("n1")
+    asked = [k for keys in shell.cluster.writes("evict") for k in keys]
+    assert len(asked) == 2
+    assert len(set(asked)) == 2
