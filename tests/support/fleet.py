@@ -108,12 +108,17 @@ def crd(
         if error.status != 409:
             raise
     custom = client.CustomObjectsApi(api)
-    eventually(lambda: _served(custom, group, version, plural), what=f"{kind} CRD served")
+    eventually(lambda: _served(custom, group, version, plural, scope), what=f"{kind} CRD served")
 
 
-def _served(custom: client.CustomObjectsApi, group: str, version: str, plural: str) -> bool:
+def _served(
+    custom: client.CustomObjectsApi, group: str, version: str, plural: str, scope: str
+) -> bool:
     try:
-        custom.list_namespaced_custom_object(group, version, "default", plural)
+        if scope == "Cluster":
+            custom.list_cluster_custom_object(group, version, plural)
+        else:
+            custom.list_namespaced_custom_object(group, version, "default", plural)
     except client.ApiException:
         return False
     return True

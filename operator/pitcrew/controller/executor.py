@@ -318,6 +318,15 @@ class Executor:
             )
         for pod, why in sorted(result.blocked.items()):
             self._event(plan.node, "EvictionBlocked", f"{pod}: {why}", warning=True)
+        for budget_key in sorted(set(chosen.waiting.values())):
+            held = sorted(p for p, b in chosen.waiting.items() if b == budget_key)
+            self._event(
+                plan.node,
+                "EvictionBlocked",
+                f"{', '.join(held)[:600]}: PodDisruptionBudget {budget_key} allows no "
+                "disruption now; evicted when it does",
+                warning=True,
+            )
         for pod, why in sorted(result.failed.items()):
             self._event(plan.node, "EvictionFailed", f"{pod}: {why}", warning=True)
         if result.blocked or result.skipped:

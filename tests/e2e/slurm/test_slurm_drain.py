@@ -28,8 +28,11 @@ SLURM_NAMESPACE = "slurm"
 
 @pytest.fixture
 def slurm_operator(pitcrew: SimStack, slurm: SlurmCluster) -> Iterator[None]:
-    """The session's operator replaced by one with Slurm's client, for these tests."""
-    pitcrew.kill("operator-a")
+    """The session's operators (the leader and any standby an earlier test left)
+    replaced by one with Slurm's client, for these tests."""
+    stopped = [name for name in pitcrew.running if name.startswith("operator")]
+    for name in stopped:
+        pitcrew.kill(name)
     pitcrew.start_operator(
         "operator-slurm",
         extra=["--slurm-scontrol", binary("scontrol"), "--slurm-seconds", "2"],
@@ -37,7 +40,8 @@ def slurm_operator(pitcrew: SimStack, slurm: SlurmCluster) -> Iterator[None]:
     )
     yield
     pitcrew.kill("operator-slurm")
-    pitcrew.start_operator("operator-a")
+    for name in stopped:
+        pitcrew.start_operator(name)
 
 
 @pytest.fixture
@@ -52,11 +56,12 @@ def slurm_fleet(
     except client.ApiException as error:
         if error.status != 409:
             raise
-    for node, slurm_node in zip(fleet.nodes, slurm.nodes, strict=True):
+    pods = [f"{fleet.group}-{slurm_node}" for slurm_node in slurm.nodes]
+    for node, slurm_node, pod in zip(fleet.nodes, slurm.nodes, pods, strict=True):
         core.create_namespaced_pod(
             SLURM_NAMESPACE,
             {
-                "metadata": {"name": slurm_node, "labels": {LABEL: slurm_node}},
+                "metadata": {"name": pod, "labels": {LABEL: slurm_node}},
                 "spec": {
                     "nodeName": node,
                     "tolerations": [{"operator": "Exists"}],
@@ -71,8 +76,13 @@ def slurm_fleet(
     for node in fleet.nodes:
         fleet.wait_phase(node, "Healthy", timeout=90)
     yield fleet
+    for pod in pods:
+        try:
+            core.delete_namespaced_pod(pod, SLURM_NAMESPACE, grace_period_seconds=0)
+        except client.ApiException as error:
+            if error.status != 404:  # gone with its node
+                raise
     for slurm_node in slurm.nodes:
-        core.delete_namespaced_pod(slurm_node, SLURM_NAMESPACE, grace_period_seconds=0)
         slurm.run("scancel", "-w", slurm_node)
         if {"DRAIN", "DOWN"} & set(slurm_state(slurm, slurm_node)[0].split("+")):
             slurm.run("scontrol", "update", f"NodeName={slurm_node}", "State=RESUME")
