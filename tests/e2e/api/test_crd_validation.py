@@ -271,4 +271,5 @@ def test_crds_are_established_with_short_names(
         "gpuhealthpolicies.pitcrew.dev": ["ghp"],
         "gpunodes.pitcrew.dev": ["gpun"],
         "validationruns.pitcrew.dev": ["vrun"],
+        "maintenancewindows.pitcrew.dev": ["mw"],
     }

@@ -14,6 +14,9 @@ from pathlib import Path
 from fleet import NAMESPACE, eventually
 from kubernetes import client
 
+from pitcrew.api import crdgen
+from pitcrew.deploy import install
+
 ROOT = Path(__file__).resolve().parents[3]
 PITCREW = [sys.executable, "-m", "pitcrew.cli"]
 KUBECTL = str(Path(sys.executable).with_name("kubectl"))
@@ -35,14 +38,15 @@ def test_install_is_idempotent_prints_with_dry_run_and_examples_apply_after_it(
     version = rbac.read_cluster_role("pitcrew-operator").metadata.resource_version
     again = pitcrew("install", "--kubeconfig", kubeconfig, "--namespace", NAMESPACE, "--no-policy")
     assert again.returncode == 0, again.stderr
-    assert "20 objects applied" in again.stdout
+    shipped = len(install.objects(NAMESPACE, policy=False))  # CRDs, RBAC, admission
+    assert f"{shipped} objects applied" in again.stdout
     assert rbac.read_cluster_role("pitcrew-operator").metadata.resource_version == version
     # --dry-run prints every object and applies none.
     elsewhere = f"pitcrew-dry-{uuid.uuid4().hex[:6]}"
     shown = pitcrew("install", "--kubeconfig", kubeconfig, "--namespace", elsewhere, "--dry-run")
     assert shown.returncode == 0, shown.stderr
     kinds = re.findall(r"^kind: (\w+)$", shown.stdout, flags=re.MULTILINE)
-    assert kinds.count("CustomResourceDefinition") == 3
+    assert kinds.count("CustomResourceDefinition") == len(crdgen.RESOURCES)
     assert kinds[-1] == "GPUHealthPolicy"
     names = [n.metadata.name for n in client.CoreV1Api(api_client).list_namespace().items]
     assert elsewhere not in names
