@@ -307,7 +307,7 @@ def _judge_verification(b: _Builder) -> None:
             last_time=b.now,
             last_result=found.result,
             message=found.message[:1024],
-            next=b.now + spec.periodic.interval,
+            next=b.now + _next_verification(spec.periodic.interval, verification, found.result),
         )
     )
     if found.cancel:
@@ -332,6 +332,22 @@ def _judge_verification(b: _Builder) -> None:
             admitted_already=False,
             quarantine=True,
         )
+
+
+INCONCLUSIVE_RETRY = datetime.timedelta(minutes=1)
+"""How soon a verification that gave no verdict is tried again, once."""
+
+
+def _next_verification(
+    interval: datetime.timedelta, last: VerificationStatus, result: VerificationResult
+) -> datetime.timedelta:
+    """The interval, except after a first verification without a verdict (a transient
+    NVML error, a probe that crashed): no evidence either way, so it is tried again
+    soon, once; a second in a row waits the full interval."""
+    again = result is VerificationResult.INCONCLUSIVE
+    if again and last.last_result is not VerificationResult.INCONCLUSIVE:
+        return min(interval, INCONCLUSIVE_RETRY)
+    return interval
 
 
 def _publish_checks(b: _Builder) -> None:

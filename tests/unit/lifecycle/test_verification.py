@@ -256,6 +256,22 @@ def test_a_probe_that_could_not_run_or_timed_out_is_inconclusive_and_the_node_st
         assert "VerificationInconclusive" in reasons, case
 
 
+def test_a_first_verification_without_a_verdict_is_tried_again_soon_a_second_waits() -> None:
+    """A transient NVML error in the probe is no evidence either way: tried again in a
+    minute, once; two in a row wait the interval (a probe that cannot run on this node
+    must not keep its GPUs busy)."""
+    crashed = CheckResult(name="ecc", status=CheckStatus.ERROR, message="NVML Unknown Error")
+    first = run(idle(pods=(probe_pod(),)), verifying(probe=probe_report(crashed)))
+    assert first.status.verification is not None
+    assert first.status.verification.next == T0 + datetime.timedelta(minutes=1)
+    before = VerificationStatus(
+        last_result=VerificationResult.INCONCLUSIVE, next=T0, job=JOB, started_at=T0
+    )
+    again = run(idle(pods=(probe_pod(),)), status(verification=before, probe=probe_report(crashed)))
+    assert again.status.verification is not None
+    assert again.status.verification.next == T0 + datetime.timedelta(hours=1)
+
+
 def test_a_node_that_leaves_service_mid_verification_stops_the_probe() -> None:
     fatal = report(finding(FaultClass.FATAL, name="xid"))
     decision = run(idle(pods=(probe_pod(),)), verifying(checks=fatal))
