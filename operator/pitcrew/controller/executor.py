@@ -67,6 +67,11 @@ class Plan:
     before: GPUNodeStatus
 
 
+SPENT_FOR = datetime.timedelta(seconds=30)
+"""How long an accepted eviction is counted against a budget whose watch has not
+reported its next version: a lagging watch holds a drain no longer than this."""
+
+
 class NotLeadingError(RuntimeError):
     """This process's Lease is not renewed: it must not write (a standby may lead)."""
 
@@ -102,7 +107,7 @@ class Executor:
         self._lock = threading.Lock()
         self._remediation_errors: dict[str, str] = {}
         self._rungs: dict[str, str] = {}
-        self._spent: dict[str, tuple[str, int]] = {}
+        self._spent: dict[str, tuple[str, int, datetime.datetime]] = {}
         """Evictions made under each PodDisruptionBudget since the version of it last
         read: the apiserver has counted them, the watch may not have said so yet."""
         """The key of the rung this process last started or resumed, by node."""
@@ -287,21 +292,29 @@ class Executor:
             p.key: (self.store.pods.get(p.key) or {}).get("metadata", {}).get("labels") or {}
             for p in action.pods
         }
+        now = self.clock()
+        current = {b.key: b.version for b in budgets}
         with self._lock:
-            current = {b.key: b.version for b in budgets}
-            # Evictions counted against a budget's version until the watch brings a newer one.
-            self._spent = {k: (v, n) for k, (v, n) in self._spent.items() if current.get(k) == v}
-            spent = {k: n for k, (_, n) in self._spent.items()}
-            chosen = plan_evictions(action.pods, labels, budgets, spent)
-            for key, count in chosen.spends.items():
-                version, before = self._spent.get(key, (current[key], 0))
-                self._spent[key] = (version, before + count)
+            # Evictions counted against a budget's version until the watch brings a newer
+            # one, and never for longer than SPENT_FOR.
+            self._spent = {
+                k: (v, n, at)
+                for k, (v, n, at) in self._spent.items()
+                if current.get(k) == v and now - at < SPENT_FOR
+            }
+            spent = {k: n for k, (_, n, _) in self._spent.items()}
+        chosen = plan_evictions(action.pods, labels, budgets, spent)
         result = self.cluster.evict(
             chosen.now,
             backoff=self.backoff,
-            now=self.clock(),
+            now=now,
             parallelism=plan.policy.spec.safety.drain.max_parallel_evictions,
         )
+        with self._lock:
+            for pod in result.evicted:  # only what the apiserver accepted counts
+                for key in chosen.covering.get(pod, ()):
+                    version, count, at = self._spent.get(key, (current[key], 0, now))
+                    self._spent[key] = (version, count + 1, at)
         for pod, budget_key in chosen.waiting.items():
             # Not asked for: the budget's next change wakes the drain (no timer, no 429).
             result.budgets.setdefault(pod, budget_key)

@@ -9,7 +9,9 @@ the budget it read (the apiserver lowers ``disruptionsAllowed`` on each eviction
 and the watch reports it a moment later). A pod waiting for a budget is asked for
 again when the budget changes, not on a timer. The apiserver stays the authority:
 a budget Pitcrew has not seen yet, or a race, still ends in a 429, retried with
-backoff as before.
+backoff as before. Only evictions the apiserver accepted are counted, and only for
+a short while: a refused request (a throttled apiserver answers 429 too) spends
+nothing, and a watch that lags cannot hold a drain for longer than that.
 """
 
 from __future__ import annotations
@@ -56,8 +58,8 @@ class EvictionPlan:
     now: tuple[PodView, ...]
     waiting: dict[str, str]
     """pod key -> the budget (``namespace/name``) that allows no more disruptions."""
-    spends: dict[str, int]
-    """budget key -> evictions this plan asks for under it."""
+    covering: dict[str, tuple[str, ...]]
+    """pod key -> the budgets each pod asked for counts against."""
 
 
 def plan_evictions(
@@ -77,7 +79,7 @@ def plan_evictions(
     }
     now: list[PodView] = []
     waiting: dict[str, str] = {}
-    spends: dict[str, int] = {}
+    counted: dict[str, tuple[str, ...]] = {}
     for pod in pods:
         pod_labels = dict(labels.get(pod.key) or {})
         covering = [
@@ -91,6 +93,6 @@ def plan_evictions(
             continue
         for key in covering:
             room[key] -= 1
-            spends[key] = spends.get(key, 0) + 1
+        counted[pod.key] = tuple(covering)
         now.append(pod)
-    return EvictionPlan(now=tuple(now), waiting=waiting, spends=spends)
+    return EvictionPlan(now=tuple(now), waiting=waiting, covering=counted)

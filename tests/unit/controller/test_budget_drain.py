@@ -3,9 +3,12 @@ made until the watch brings the budget's next version, and goes on when it does.
 
 from __future__ import annotations
 
+from typing import Any
+
 from shell_fakes import T0, Shell, healthy_status, policy_object, version
 
 from pitcrew.api.gpunode import Phase
+from pitcrew.kube.evictions import EvictionResult
 
 APP = {"app": "llm"}
 
@@ -55,3 +58,24 @@ def test_a_drain_evicts_within_the_budget_and_resumes_when_it_changes() -> None:
     asked = [k for keys in shell.cluster.writes("evict") for k in keys]
     assert len(asked) == 2
     assert len(set(asked)) == 2
+
+
+def test_an_eviction_the_apiserver_refused_spends_nothing_of_the_budget() -> None:
+    """A throttled apiserver answers 429 too: the pod must be asked for again, not
+    wait for a budget version that will never come."""
+    shell = Shell(nodes={"n1": healthy_status(), "n2": healthy_status()}, policy=policy_object())
+    shell.settle()
+    shell.store.put("pod", training_pod("trainer-0"))
+    shell.store.put("pdb", pdb(1))
+    asked: list[str] = []
+
+    def throttled(pods: Any, **_: Any) -> EvictionResult:
+        keys = [p.key for p in pods]
+        asked.extend(keys)
+        return EvictionResult(blocked=dict.fromkeys(keys, "Too many requests"))
+
+    shell.cluster.evict = throttled  # type: ignore[method-assign]
+    shell.fail("n1")
+    for _ in range(4):
+        shell.round("n1")
+    assert asked.count("train/trainer-0") >= 2  # asked again, the budget unchanged

@@ -38,7 +38,7 @@ def test_only_as_many_as_the_budget_allows_and_every_uncovered_pod() -> None:
     plan = plan_evictions(chosen, labels, [pdb("llm", 2, APP)], {})
     assert [p.name for p in plan.now] == ["a", "b", "d"]
     assert plan.waiting == {"train/c": "train/llm"}
-    assert plan.spends == {"train/llm": 2}
+    assert plan.covering == {"train/a": ("train/llm",), "train/b": ("train/llm",), "train/d": ()}
 
 
 def test_evictions_made_since_the_version_read_are_counted() -> None:
@@ -55,7 +55,7 @@ def test_a_pod_two_budgets_cover_needs_room_in_both() -> None:
     plan = plan_evictions(pods("a"), {"train/a": both}, budgets, {})
     assert plan.now == ()
     assert plan.waiting == {"train/a": "train/gpu"}
-    assert plan.spends == {}
+    assert plan.covering == {}
 
 
 def test_budgets_of_other_namespaces_and_selectorless_ones_cover_nothing() -> None:
