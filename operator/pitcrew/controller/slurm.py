@@ -83,11 +83,6 @@ class SlurmWatch:
             jobs = self._jobs.get(name)
         return (replace(found, jobs=jobs) if jobs is not None else found), slurmd
 
-    def clashes(self) -> dict[str, list[str]]:
-        """Slurm names more than one Kubernetes node claims (used for neither)."""
-        with self._lock:
-            return {n: sorted(c) for n, c in self._claims.items() if len(c) > 1}
-
     def _claim(self, node: str, name: str) -> None:
         old = self._names.get(node)
         if old == name:

@@ -48,8 +48,9 @@ def test_a_drain_evicts_within_the_budget_and_resumes_when_it_changes() -> None:
     assert shell.phase("n1") is Phase.DRAINING
     asked = [k for keys in shell.cluster.writes("evict") for k in keys]
     assert len(asked) == 1  # the budget allows one; the same version is never spent twice
-    assert shell.store.status("n1").drain is not None
-    assert shell.store.status("n1").drain.blocked_by == "train/llm"  # type: ignore[union-attr]
+    drain = shell.store.status("n1").drain
+    assert drain is not None
+    assert drain.blocked_by == "train/llm"
     leaving = training_pod(asked[0].split("/")[1])
     leaving["metadata"]["deletionTimestamp"] = T0.isoformat()  # type: ignore[index]
     shell.store.put("pod", leaving)

@@ -37,7 +37,9 @@ def test_windows_by_name_and_by_label_the_earliest_unended_wins() -> None:
     found = covering("n1", {"rack": "r7"}, windows, T0)
     assert found is not None
     assert found.name == "MaintenanceWindow/one"
-    assert covering("n2", {"rack": "r7"}, windows, T0).name == "MaintenanceWindow/racks"  # type: ignore[union-attr]
+    racks = covering("n2", {"rack": "r7"}, windows, T0)
+    assert racks is not None
+    assert racks.name == "MaintenanceWindow/racks"
     assert covering("n3", {"rack": "r8"}, windows, T0) is None
 
 

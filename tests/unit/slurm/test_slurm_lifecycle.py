@@ -20,7 +20,7 @@ from lifecycle_data import (
 )
 
 from gpuhealth.report import CheckResult, CheckStatus, FaultClass
-from pitcrew.api.gpunode import ChecksStatus, DrainStatus, Phase
+from pitcrew.api.gpunode import ChecksStatus, DrainStatus, GPUNodeStatus, Phase
 from pitcrew.api.vocabulary import QUARANTINE_TAINT, VALIDATING_TAINT
 from pitcrew.core import actions as a
 from pitcrew.core.convert import node_view
@@ -42,10 +42,10 @@ def on(view: NodeView, slurm_node: SlurmNodeView) -> NodeView:
 
 
 def decided(
-    view: NodeView, current: object, *, now: datetime.datetime = LATER, **spec: object
+    view: NodeView, current: GPUNodeStatus, *, now: datetime.datetime = LATER, **spec: object
 ) -> Decision:
     chosen = policy(slurm={"enabled": True}, **spec) if spec else SLURM
-    return decide(state=state(view, current), policy=chosen, fleet=fleet(), now=now)  # type: ignore[arg-type]
+    return decide(state=state(view, current), policy=chosen, fleet=fleet(), now=now)
 
 
 def slurm_actions(decision: Decision) -> list[a.SetSlurmState]:

@@ -20,12 +20,6 @@ from pitcrew.core.slurm import (
 DATA = Path(__file__).parent / "data"
 
 
-def nodes_of(name: str) -> dict[str, object]:
-    read = parse_nodes((DATA / name).read_text())
-    assert read.problems == ()
-    return read.items  # type: ignore[return-value]
-
-
 @pytest.mark.parametrize(
     ("capture", "states", "busy", "drained", "out"),
     [
