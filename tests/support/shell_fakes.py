@@ -92,7 +92,9 @@ class FakeCluster:
         self.objects.setdefault("gpunode", {})[node] = created
         return created
 
-    def edit_node(self, node: str, action: NodeAction) -> Object | None:
+    def edit_node(
+        self, node: str, action: NodeAction, *, known: Object | None = None
+    ) -> Object | None:
         """The production edit and JSON patch, applied as the apiserver would."""
         self.calls.append(("edit_node", (node, type(action).__name__)))
         current = self.store.nodes[node]

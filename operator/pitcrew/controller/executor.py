@@ -107,10 +107,10 @@ class Executor:
         self._lock = threading.Lock()
         self._remediation_errors: dict[str, str] = {}
         self._rungs: dict[str, str] = {}
+        """The key of the rung this process last started or resumed, by node."""
         self._spent: dict[str, tuple[str, int, datetime.datetime]] = {}
         """Evictions made under each PodDisruptionBudget since the version of it last
         read: the apiserver has counted them, the watch may not have said so yet."""
-        """The key of the rung this process last started or resumed, by node."""
         self._recorded: set[tuple[str, str, str]] = set()
         self._failures: dict[str, int] = {}
         """Consecutive failed executions per node: a node that keeps failing is retried
@@ -280,7 +280,7 @@ class Executor:
     def _edit_node(self, node: str, action: NodeAction) -> bool:
         """Apply a node edit and remember the result at once: the next decision for
         this node must not see the Node as it was before its own edit."""
-        patched = self.cluster.edit_node(node, action)
+        patched = self.cluster.edit_node(node, action, known=self.store.nodes.get(node))
         if patched is None:
             return False
         self.store.put("node", patched)

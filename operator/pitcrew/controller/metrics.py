@@ -105,6 +105,12 @@ VERIFICATION_GPU_SECONDS = Counter(
     ["pool"],
 )
 LEADER = Gauge("pitcrew_leader", "1 in the operator instance that holds the Lease.")
+DECISIONS = Counter(
+    "pitcrew_decisions_total",
+    "Lifecycle decisions, by whether they changed the node (acted) or not (unchanged); "
+    "with process CPU seconds, the operator's cost per decision.",
+    ["outcome"],
+)
 RECONCILE_ERRORS = Counter(
     "pitcrew_reconcile_errors_total", "Decisions or rounds that failed and were retried."
 )

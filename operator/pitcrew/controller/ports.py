@@ -32,8 +32,11 @@ class Cluster(Protocol):
         """Create the GPUNode for ``node``; the new object, or None when it exists."""
         ...
 
-    def edit_node(self, node: str, action: NodeAction) -> Object | None:
-        """Apply a node edit; the patched Node, or None when nothing had to change."""
+    def edit_node(
+        self, node: str, action: NodeAction, *, known: Object | None = None
+    ) -> Object | None:
+        """Apply a node edit, computed first from ``known`` (the Node as last watched)
+        when given; the patched Node, or None when nothing had to change."""
         ...
 
     def annotate_node(self, node: str, annotations: dict[str, str | None]) -> None: ...

@@ -62,6 +62,11 @@ from pitcrew.core.views import FleetView, NodeState, NodeView, PolicyView
 
 logger = logging.getLogger(__name__)
 RESYNC_CHUNK = 200
+ROUND_MAX = 500
+"""Nodes with news decided in one round, at most: the loop returns to the event loop
+between rounds (watch events, the Lease's renewal thread get their turn), so the
+first round of a 10,000-node operator, where every node is new, is twenty short
+rounds and not one of many seconds."""
 COALESCE_SECONDS = 0.05
 WATCHED = ("policy", "node", "gpunode", "pod", "run")
 PRIME_BACKOFF = (1.0, 2.0, 5.0, 10.0, 30.0)
@@ -237,9 +242,12 @@ class RoundLoop:
                 self.mark(batch)
 
     def next_batch(self) -> set[str]:
-        """Nodes with news, then a chunk of the resync; none with a plan in flight."""
-        batch = self.dirty - self.in_flight
+        """Nodes with news (:data:`ROUND_MAX` at most), then a chunk of the resync;
+        none with a plan in flight."""
+        batch = set(list(self.dirty - self.in_flight)[:ROUND_MAX])
         self.dirty -= batch
+        if self.dirty - self.in_flight:
+            self.wakeup.set()
         chunk = list(self.resync - self.in_flight - batch)[:RESYNC_CHUNK]
         self.resync.difference_update(chunk)
         batch.update(chunk)
@@ -321,8 +329,10 @@ class RoundLoop:
                 generation=int(gpunode.get("metadata", {}).get("generation", 1)),
             )
             if not decision.actions and decision.status == state.status:
+                metrics.DECISIONS.labels("unchanged").inc()
                 fleets[policy.name] = fleet
                 continue
+            metrics.DECISIONS.labels("acted").inc()
             self.intended[name] = decision.status
             fleets[policy.name] = counted(fleet, node=name, before=state.status, decision=decision)
             if decision.status.phase in UNHEALTHY and state.status.phase not in UNHEALTHY:

@@ -43,6 +43,29 @@ DEPARTED_MAX = 10_000
 beyond it loses only the stop times of the rest, never a pod still running)."""
 
 
+NODE_STATUS_KEPT = frozenset({"conditions", "capacity", "allocatable", "addresses"})
+"""What the operator reads of a Node's status (and ``nodeInfo.bootID``): a GPU node's
+image list alone can outweigh everything else Pitcrew keeps of it."""
+
+
+def kept(kind: str, obj: Object) -> Object:
+    """``obj`` without what no decision reads: ``managedFields`` of every object (a
+    GPUNode's lists each field of every check result, by manager: most of its size),
+    and of a Node's status all but :data:`NODE_STATUS_KEPT` and its boot ID. A new
+    dict: the caller's object is not changed."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict) and "managedFields" in meta:
+        obj = {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+    status = obj.get("status")
+    if kind == "node" and isinstance(status, dict):
+        slim = {k: v for k, v in status.items() if k in NODE_STATUS_KEPT}
+        boot = (status.get("nodeInfo") or {}).get("bootID")
+        if boot:
+            slim["nodeInfo"] = {"bootID": boot}
+        obj = {**obj, "status": slim}
+    return obj
+
+
 def _version(obj: Object) -> int | None:
     try:
         return int(obj.get("metadata", {}).get("resourceVersion", ""))
@@ -180,7 +203,9 @@ class Store:
         return old is None or new is None or new >= old
 
     def put(self, kind: str, obj: Object, *, deleted: bool = False) -> str | None:
-        """Record an object; returns the node name it concerns, if any."""
+        """Record an object (:func:`kept` of it); returns the node name it concerns, if
+        any."""
+        obj = kept(kind, obj)
         meta = obj.get("metadata", {})
         name = meta.get("name", "")
         if kind == "pdb":

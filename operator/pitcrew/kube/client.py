@@ -120,3 +120,20 @@ def request(
         )
     decoded: dict[str, Any] = json.loads(data)
     return decoded
+
+
+def list_all(
+    api: client.ApiClient, path: str, *, query: dict[str, str] | None = None, page: int = 500
+) -> list[dict[str, Any]]:
+    """Every object at collection ``path``, ``page`` at a time, each page retried on
+    transient errors: one LIST of 10,000 Nodes holds the apiserver's memory for the
+    whole answer while it is sent; a page at a time does not."""
+    items: list[dict[str, Any]] = []
+    token = ""
+    while True:
+        params = {**(query or {}), "limit": str(page), **({"continue": token} if token else {})}
+        answer = retrying(request)(api, "GET", path, query=params)
+        items.extend(answer.get("items") or [])
+        token = (answer.get("metadata") or {}).get("continue") or ""
+        if not token:
+            return items

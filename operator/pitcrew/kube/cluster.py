@@ -20,7 +20,7 @@ from pitcrew.api.vocabulary import OPERATOR_MANAGER
 from pitcrew.core.node_edits import NodeAction
 from pitcrew.core.views import PodView
 from pitcrew.kube import evictions, gpunodes, jobs, nodes
-from pitcrew.kube.client import request, retrying
+from pitcrew.kube.client import list_all, retrying
 from pitcrew.kube.evictions import Backoff, EvictionResult
 
 Object = dict[str, Any]
@@ -39,22 +39,15 @@ class KubeCluster:
 
     def list_objects(self, kind: str) -> list[Object]:
         """A paginated list (500 a page), retried on transient errors."""
-        path = LIST_PATHS[kind]
-        items: list[Object] = []
-        token = ""
-        while True:
-            query = {"limit": "500", **({"continue": token} if token else {})}
-            page = retrying(request)(self.api, "GET", path, query=query)
-            items.extend(page.get("items") or [])
-            token = (page.get("metadata") or {}).get("continue") or ""
-            if not token:
-                return items
+        return list_all(self.api, LIST_PATHS[kind])
 
     def ensure_gpunode(self, *, node: str, node_uid: str) -> Object | None:
         return gpunodes.ensure(self.api, node=node, node_uid=node_uid)
 
-    def edit_node(self, node: str, action: NodeAction) -> Object | None:
-        return nodes.apply_action(self.api, node, action)
+    def edit_node(
+        self, node: str, action: NodeAction, *, known: Object | None = None
+    ) -> Object | None:
+        return nodes.apply_action(self.api, node, action, known=known)
 
     def annotate_node(self, node: str, annotations: dict[str, str | None]) -> None:
         nodes.annotate(self.api, node, annotations)

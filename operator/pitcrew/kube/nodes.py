@@ -62,11 +62,17 @@ def read_raw(core: client.CoreV1Api, name: str) -> dict[str, Any]:
     return node
 
 
-def apply_action(api: client.ApiClient, name: str, action: NodeAction) -> dict[str, Any] | None:
-    """Carry out a node action; the patched Node, or None when there was nothing to change."""
+def apply_action(
+    api: client.ApiClient, name: str, action: NodeAction, *, known: dict[str, Any] | None = None
+) -> dict[str, Any] | None:
+    """Carry out a node action; the patched Node, or None when there was nothing to change.
+
+    ``known`` is the Node as the watch last delivered it: the first attempt is
+    computed from it without a read (its ``test`` of the resourceVersion refuses
+    the patch if the Node has moved on since), later attempts from a fresh read."""
     core = client.CoreV1Api(api)
-    for _ in range(ATTEMPTS):
-        node = read_raw(core, name)
+    for attempt in range(ATTEMPTS):
+        node = known if attempt == 0 and known is not None else read_raw(core, name)
         edit = node_edits.plan(node_view(node), action)
         if edit is None:
             return None

@@ -65,6 +65,7 @@ class SimStack:
         nodes: int,
         model: GpuModel | None = None,
         timeout: float = 180.0,
+        apiserver_flags: dict[str, str] | None = None,
         log: Callable[[str], None] = print,
     ) -> Iterator[SimStack]:
         """A dev cluster of ``nodes`` simulated GPU nodes with Pitcrew installed; on exit
@@ -76,6 +77,7 @@ class SimStack:
             gpus_per_node=8,
             model=model or get_model("H100"),
             timeout=timeout,
+            apiserver_flags=apiserver_flags,
             log=log,
         )
         stack = cls(directory=directory, kubeconfig=state.kubeconfig)

@@ -8,6 +8,7 @@ from shell_fakes import gpunode, healthy_status, node_object, policy_object
 
 from pitcrew.api.gpunode import Phase
 from pitcrew.controller.store import Store
+from pitcrew.core.convert import gpunode_status, node_view
 
 
 def test_an_event_older_than_the_stored_object_is_ignored() -> None:
@@ -18,7 +19,7 @@ def test_an_event_older_than_the_stored_object_is_ignored() -> None:
     stale["metadata"]["resourceVersion"] = str(int(written["metadata"]["resourceVersion"]) - 1)
     stale["spec"]["unschedulable"] = True
     store.put("node", stale)
-    assert store.nodes["n0"] is written
+    assert store.nodes["n0"] == written
 
 
 def test_a_pod_moving_nodes_is_listed_only_on_its_new_node() -> None:
@@ -54,3 +55,37 @@ def test_a_status_is_parsed_once_per_resource_version() -> None:
     first = store.status("n0")
     assert store.status("n0") is first
     assert store.summary("n0").phase is Phase.HEALTHY
+
+
+def test_the_store_keeps_of_a_node_only_what_decisions_read() -> None:
+    node = node_object("n0")
+    node["metadata"]["managedFields"] = [{"manager": "kubelet", "fieldsV1": {"f:status": {}}}]
+    node["metadata"]["annotations"] = {"pitcrew.dev/last-remediation": "{}"}
+    node["spec"]["taints"] = [{"key": "pitcrew.dev/quarantined", "effect": "NoSchedule"}]
+    node["status"].update(
+        images=[{"names": [f"nvcr.io/nvidia/pytorch:24.{m:02d}-py3"], "sizeBytes": 9e9}
+                for m in range(1, 13)],
+        nodeInfo={"bootID": "b-1", "kernelVersion": "6.8.0", "kubeletVersion": "v1.35.0"},
+        addresses=[{"type": "InternalIP", "address": "10.0.0.7"}],
+        daemonEndpoints={"kubeletEndpoint": {"Port": 10250}},
+    )  # fmt: skip
+    watched = copy.deepcopy(node)
+    store = Store()
+    store.put("node", node)
+    kept = store.nodes["n0"]
+    assert "managedFields" not in kept["metadata"]
+    assert set(kept["status"]) == {"capacity", "conditions", "addresses", "nodeInfo"}
+    assert kept["status"]["nodeInfo"] == {"bootID": "b-1"}
+    assert node_view(kept) == node_view(watched)
+    assert node == watched  # the watch's own object is left as it was
+
+
+def test_the_store_drops_a_gpunodes_managed_fields_and_reads_the_same_status() -> None:
+    obj = gpunode("n0", healthy_status())
+    obj["metadata"]["managedFields"] = [
+        {"manager": "pitcrew-agent", "operation": "Apply", "fieldsV1": {"f:status": {}}}
+    ]
+    store = Store()
+    store.put("gpunode", obj)
+    assert "managedFields" not in store.gpunodes["n0"]["metadata"]
+    assert store.status("n0") == gpunode_status(obj)

@@ -239,9 +239,13 @@ def up(
     model: GpuModel,
     apiserver_port: int | None = None,
     timeout: float = 180.0,
+    apiserver_flags: dict[str, str] | None = None,
     log: Callable[[str], None] = print,
 ) -> ClusterState:
-    """Build if needed, start the control plane and ``node_count`` fake GPU nodes."""
+    """Build if needed, start the control plane and ``node_count`` fake GPU nodes;
+    past 1,000 nodes the kubelets' heartbeats slow down with the fleet
+    (:func:`heartbeats`). ``apiserver_flags`` (``{"--name": "value"}``) add to
+    kube-apiserver's or replace them (a benchmark's audit log)."""
     directory = directory.resolve()
     existing = ClusterState.load(directory)
     if existing and any(is_alive(p) for p in existing.processes):
@@ -274,7 +278,13 @@ def up(
     launch = _Launch(state, log=log)
     try:
         _start_components(
-            launch, binaries=binaries, credentials=credentials, port=port, timeout=timeout
+            launch,
+            binaries=binaries,
+            credentials=credentials,
+            port=port,
+            timeout=timeout,
+            beat=heartbeats(node_count),
+            apiserver_flags=apiserver_flags or {},
         )
         log(
             f"Control plane up in {time.monotonic() - started:.1f}s; "
@@ -282,12 +292,14 @@ def up(
         )
         # A pool as large as the creating threads: the client's default of 10 warns
         # "Connection pool is full" on the demo's first screen.
-        api = client.CoreV1Api(api_client(state.kubeconfig))
-        nodes.create_nodes(api, count=node_count, model=model, gpus=gpus_per_node)
+        admin = api_client(state.kubeconfig)
+        nodes.create_nodes(
+            client.CoreV1Api(admin), count=node_count, model=model, gpus=gpus_per_node
+        )
         kwok = next(p for p in state.processes if p.name == "kwok")
         launch.wait_for(
             kwok,
-            lambda: nodes.ready_count(api) >= node_count,
+            lambda: nodes.ready_count(admin) >= node_count,
             timeout=timeout,
             what=f"all {node_count} nodes Ready",
         )
@@ -303,8 +315,69 @@ def up(
     return state
 
 
+@dataclass(frozen=True)
+class Heartbeats:
+    """How often kwok renews each node's Lease and rewrites its status, and how long
+    the node lifecycle controller waits for either before it calls a node NotReady."""
+
+    lease_seconds: int
+    status_seconds: int
+    status_jitter_seconds: int
+
+    def grace_flags(self) -> list[str]:
+        """The controller-manager's grace period when the Lease is longer than a
+        kubelet's (its default, 50 s, is five missed renewals of a 40 s Lease)."""
+        if self.lease_seconds <= BEATS_AT_1000.lease_seconds:
+            return []
+        return [f"--node-monitor-grace-period={self.lease_seconds + 10}s"]
+
+
+BEATS_AT_1000 = Heartbeats(lease_seconds=40, status_seconds=60, status_jitter_seconds=65)
+"""A kubelet's defaults (a Lease of 40 s renewed every 10 s), and a status write every
+60 to 125 s (a real kubelet's is 5 minutes unless something changed)."""
+
+
+def heartbeats(node_count: int) -> Heartbeats:
+    """Heartbeats that cost the control plane what 1,000 nodes at the defaults cost.
+
+    At 10 s renewals 10,000 Leases are 1,000 writes a second, more than the whole
+    two-core machine serves beside anything else; a fleet that large on one machine
+    renews proportionally less often (about 100 Lease and 10 status writes a second
+    at any size), and the grace period grows with it so no node goes NotReady
+    between two renewals. Nothing Pitcrew does depends on these intervals: it reads
+    Ready, which stays True."""
+    scale = max(1.0, node_count / 1000)
+    return Heartbeats(
+        lease_seconds=round(BEATS_AT_1000.lease_seconds * scale),
+        status_seconds=round(BEATS_AT_1000.status_seconds * scale),
+        status_jitter_seconds=round(BEATS_AT_1000.status_jitter_seconds * scale),
+    )
+
+
+def stages(beat: Heartbeats) -> str:
+    """kwok's stages with the node status heartbeat of ``beat``."""
+    text = STAGES_FILE.read_text()
+    base = BEATS_AT_1000
+    for field_name, old, new in (
+        ("durationMilliseconds", base.status_seconds, beat.status_seconds),
+        ("jitterDurationMilliseconds", base.status_jitter_seconds, beat.status_jitter_seconds),
+    ):
+        line = f"    {field_name}: {old * 1000}\n"
+        if line not in text:
+            raise DevclusterError(f"{STAGES_FILE} has no {line.strip()!r} to scale")
+        text = text.replace(line, f"    {field_name}: {new * 1000}\n")
+    return text
+
+
 def _start_components(
-    launch: _Launch, *, binaries: build.Binaries, credentials: pki.Pki, port: int, timeout: float
+    launch: _Launch,
+    *,
+    binaries: build.Binaries,
+    credentials: pki.Pki,
+    port: int,
+    timeout: float,
+    beat: Heartbeats,
+    apiserver_flags: dict[str, str],
 ) -> None:
     directory = launch.dir
     control_plane = str(binaries.devcluster)
@@ -334,32 +407,35 @@ def _start_components(
 
     apiserver = launch.start(
         "kube-apiserver",
-        [
-            control_plane,
-            "kube-apiserver",
-            f"--etcd-servers=http://127.0.0.1:{etcd_port}",
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
-            f"--secure-port={port}",
-            f"--tls-cert-file={credentials.serving_cert}",
-            f"--tls-private-key-file={credentials.serving_key}",
-            f"--client-ca-file={credentials.ca_cert}",
-            f"--service-account-key-file={credentials.sa_pub}",
-            f"--service-account-signing-key-file={credentials.sa_key}",
-            "--service-account-issuer=https://kubernetes.default.svc",
-            f"--service-cluster-ip-range={SERVICE_CIDR}",
-            "--authorization-mode=Node,RBAC",
-            # As strict as kubeadm: a kubelet may change only its own Node and the pods
-            # bound to it (tests act as a compromised node with `devcluster kubeconfig`).
-            "--enable-admission-plugins=NodeRestriction",
-            # The kubernetes Service cannot point at a loopback address; nothing in a
-            # devcluster needs it to, so no endpoint reconciler runs.
-            "--endpoint-reconciler-type=none",
-            "--allow-privileged=true",
-            "--profiling=false",
-            "--max-requests-inflight=800",
-            "--max-mutating-requests-inflight=400",
-        ],
+        with_flags(
+            [
+                control_plane,
+                "kube-apiserver",
+                f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={port}",
+                f"--tls-cert-file={credentials.serving_cert}",
+                f"--tls-private-key-file={credentials.serving_key}",
+                f"--client-ca-file={credentials.ca_cert}",
+                f"--service-account-key-file={credentials.sa_pub}",
+                f"--service-account-signing-key-file={credentials.sa_key}",
+                "--service-account-issuer=https://kubernetes.default.svc",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--authorization-mode=Node,RBAC",
+                # As strict as kubeadm: a kubelet may change only its own Node and the pods
+                # bound to it (tests act as a compromised node with `devcluster kubeconfig`).
+                "--enable-admission-plugins=NodeRestriction",
+                # The kubernetes Service cannot point at a loopback address; nothing in a
+                # devcluster needs it to, so no endpoint reconciler runs.
+                "--endpoint-reconciler-type=none",
+                "--allow-privileged=true",
+                "--profiling=false",
+                "--max-requests-inflight=800",
+                "--max-mutating-requests-inflight=400",
+            ],
+            apiserver_flags,
+        ),
     )
     ca_context = ssl.create_default_context(cafile=str(credentials.ca_cert))
     launch.wait_for(
@@ -382,6 +458,7 @@ def _start_components(
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--kube-api-qps=200",
                 "--kube-api-burst=400",
+                *beat.grace_flags(),
             ],
         ),
         ("kube-scheduler", []),
@@ -407,15 +484,17 @@ def _start_components(
             what="healthy",
         )
 
+    stages_file = directory / "stages.yaml"
+    stages_file.write_text(stages(beat))
     launch.start(
         "kwok",
         [
             str(binaries.kwok),
             f"--kubeconfig={directory / 'kwok.kubeconfig'}",
-            f"--config={STAGES_FILE}",
+            f"--config={stages_file}",
             "--manage-all-nodes=false",
             f"--manage-nodes-with-label-selector={SIMULATED_LABEL}=true",
-            "--node-lease-duration-seconds=40",
+            f"--node-lease-duration-seconds={beat.lease_seconds}",
             f"--cidr={POD_CIDR}",
         ],
     )

