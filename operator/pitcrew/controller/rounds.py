@@ -40,7 +40,7 @@ import contextlib
 import datetime
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from concurrent.futures import Executor as Pool
 from dataclasses import replace
 from typing import Any, Protocol
@@ -58,6 +58,7 @@ from pitcrew.core.convert import node_view
 from pitcrew.core.fleet import Summary, after_decision, fleet_of, summarize
 from pitcrew.core.lifecycle import Decision, decide
 from pitcrew.core.maintenance import covering
+from pitcrew.core.rest import fleet_signature, quiet_until
 from pitcrew.core.views import FleetView, NodeState, NodeView, PolicyView
 
 logger = logging.getLogger(__name__)
@@ -120,6 +121,9 @@ class RoundLoop:
         self.resync: set[str] = set()
         self.in_flight: set[str] = set()
         self.intended: dict[str, GPUNodeStatus] = {}
+        self.resting: dict[str, tuple[datetime.datetime, str, Hashable]] = {}
+        """Nodes the resync may skip (:mod:`pitcrew.core.rest`): until when, and the
+        policy and fleet signature they were decided under."""
         self.wakeup = asyncio.Event()
         self.loop: asyncio.AbstractEventLoop | None = None
         self.last_round_at = clock()
@@ -159,6 +163,8 @@ class RoundLoop:
                 self.mark(self.store.nodes)
             return
         name = self.store.put(kind, obj, deleted=deleted)
+        if kind == "node" and deleted and name:
+            self.resting.pop(name, None)
         if name:
             self.mark([name])
 
@@ -221,7 +227,7 @@ class RoundLoop:
                 seconds=self.settings.resync_seconds
             ):
                 self.last_resync_at = self.clock()
-                self.resync.update(self.store.nodes)
+                self.resync.update(self.due())
             self.wakeup.clear()
             self.last_round_at = self.clock()
             await asyncio.sleep(COALESCE_SECONDS)  # a burst of events becomes one round
@@ -240,6 +246,23 @@ class RoundLoop:
                 logger.exception("reconcile round failed; retrying in %.1fs", delay)
                 await asyncio.sleep(delay)
                 self.mark(batch)
+
+    def due(self) -> list[str]:
+        """The nodes the resync must decide: all but those resting (their time has not
+        come and their pool's fleet is as they saw it)."""
+        now = self.clock()
+        signatures: dict[str, Hashable] = {}
+        found = []
+        for name in self.store.nodes:
+            rest = self.resting.get(name)
+            if rest is not None and rest[0] > now:
+                _, policy, signature = rest
+                if policy not in signatures:
+                    signatures[policy] = fleet_signature(self.fleet(policy))
+                if signatures[policy] == signature:
+                    continue
+            found.append(name)
+        return found
 
     def next_batch(self) -> set[str]:
         """Nodes with news (:data:`ROUND_MAX` at most), then a chunk of the resync;
@@ -294,6 +317,7 @@ class RoundLoop:
             node = self.store.nodes.get(name)
             if node is None or name in self.in_flight:
                 continue
+            self.resting.pop(name, None)
             policy = self._policy_for(name)
             if policy is None:
                 if len(self.store.policies_of(name)) != 1:  # in no policy, or in several
@@ -329,8 +353,8 @@ class RoundLoop:
                 generation=int(gpunode.get("metadata", {}).get("generation", 1)),
             )
             if not decision.actions and decision.status == state.status:
-                metrics.DECISIONS.labels("unchanged").inc()
                 fleets[policy.name] = fleet
+                self._unchanged(state, decision, policy, fleet, now)
                 continue
             metrics.DECISIONS.labels("acted").inc()
             self.intended[name] = decision.status
@@ -348,6 +372,20 @@ class RoundLoop:
             dry_run = self.settings.dry_run or policy.spec.safety.dry_run
             plans.append(Plan(name, policy, decision, dry_run, state.status))
         return plans, fleets
+
+    def _unchanged(
+        self,
+        state: NodeState,
+        decision: Decision,
+        policy: PolicyView,
+        fleet: FleetView,
+        now: datetime.datetime,
+    ) -> None:
+        """A decision that changes nothing: the node rests until time may change it."""
+        metrics.DECISIONS.labels("unchanged").inc()
+        until = quiet_until(state, decision, policy, now)
+        if until is not None:
+            self.resting[state.node.name] = (until, policy.name, fleet_signature(fleet))
 
     def launch(self, plan: Plan) -> None:
         """Execute ``plan`` without holding up the next round; until it is done the

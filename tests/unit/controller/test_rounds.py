@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import datetime
 from typing import Any
 
 from shell_fakes import (
@@ -20,6 +21,7 @@ from pitcrew.api.gpunode import Phase
 from pitcrew.api.vocabulary import UNHEALTHY
 from pitcrew.controller.rounds import counted
 from pitcrew.core.lifecycle import Decision
+from pitcrew.core.rest import REST_MAX
 from pitcrew.core.views import FleetView
 
 NODES = [f"n{i}" for i in range(10)]
@@ -259,3 +261,25 @@ def test_within_a_round_a_node_on_its_way_back_keeps_its_slot() -> None:
     out = Decision(status=remediating)
     after = counted(fleet, node="n1", before=healthy_status(), decision=out)
     assert after.count(*UNHEALTHY) == 2
+
+
+def test_the_resync_skips_resting_nodes_until_their_time_or_their_pool_changes() -> None:
+    shell = settled_fleet()
+    shell.round()  # every node decided, nothing changed: all rest
+    assert shell.rounds.due() == []
+    shell.now += REST_MAX - datetime.timedelta(seconds=1)
+    assert shell.rounds.due() == []
+    shell.now += datetime.timedelta(seconds=1)
+    assert sorted(shell.rounds.due()) == NODES  # five minutes at most
+
+
+def test_a_change_in_the_pool_brings_its_resting_nodes_back_into_the_resync() -> None:
+    shell = settled_fleet()
+    shell.round()
+    shell.fail("n3")
+    shell.round("n3")  # out of service: the spares and the breaker's count moved
+    assert shell.phase("n3") in UNHEALTHY
+    assert sorted(shell.rounds.due()) == NODES
+    shell.settle()  # decided under the pool as it now is: they rest again, n3 does not
+    assert shell.phase("n3") in UNHEALTHY
+    assert shell.rounds.due() == ["n3"]

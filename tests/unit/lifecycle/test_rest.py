@@ -1,0 +1,77 @@
+"""A node the resync may skip: in service, clean evidence, no timer running; until its
+earliest deadline (agent heartbeat, verification due, maintenance lead), five minutes
+at most."""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import replace
+
+from lifecycle_data import T0, finding, fleet, node, policy, report, state, status
+
+from gpuhealth.report import FaultClass
+from pitcrew.api.gpunode import GPUNodeStatus, Phase, VerificationStatus
+from pitcrew.core.lifecycle import HEARTBEAT_MISSES, Decision, decide
+from pitcrew.core.rest import REST_MAX, fleet_signature, quiet_until
+from pitcrew.core.views import MaintenanceView, NodeState, NodeView, PolicyView
+
+MINUTE = datetime.timedelta(minutes=1)
+
+
+def settled(
+    view: NodeView, current: GPUNodeStatus, spec: PolicyView, now: datetime.datetime
+) -> tuple[NodeState, Decision]:
+    """The node decided twice: the second decision is the one a resync would repeat."""
+    first = decide(state=state(view, current), policy=spec, fleet=fleet(), now=now)
+    again = state(view, first.status)
+    return again, decide(state=again, policy=spec, fleet=fleet(), now=now)
+
+
+def test_a_healthy_node_rests_five_minutes_or_until_its_agent_would_be_missed() -> None:
+    spec = policy()
+    fresh, decision = settled(node(), status(Phase.HEALTHY), spec, T0)
+    assert decision.actions == ()
+    assert decision.status == fresh.status
+    assert quiet_until(fresh, decision, spec, T0) == T0 + REST_MAX
+    late = T0 + 13 * MINUTE  # the last report is 13 minutes old: missed at 15
+    old, decision = settled(node(), status(Phase.HEALTHY), spec, late)
+    assert (
+        quiet_until(old, decision, spec, late) == T0 + spec.spec.checks.heartbeat * HEARTBEAT_MISSES
+    )
+
+
+def test_a_node_with_a_timer_running_never_rests() -> None:
+    spec = policy()
+    watched = report(finding(FaultClass.WATCH, name="ecc-correctable"))
+    failing = report(finding(FaultClass.DEGRADED))
+    in_flight = VerificationStatus(job="pitcrew-verify-gpu-node-0001-1", started_at=T0)
+    for current in (
+        status(Phase.HEALTHY, checks=watched),  # a watch finding escalates with time
+        status(Phase.DRAINING),  # drain timeouts
+        status(Phase.HEALTHY, verification=in_flight),  # verification timeouts
+    ):
+        then, decision = settled(node(), current, spec, T0)
+        assert quiet_until(then, decision, spec, T0) is None, current
+    then, decision = settled(node(), status(Phase.HEALTHY, checks=failing), spec, T0)
+    assert decision.status.phase is not Phase.HEALTHY or decision.actions
+    assert quiet_until(then, decision, spec, T0) is None
+
+
+def test_a_due_verification_or_a_coming_window_ends_the_rest() -> None:
+    spec = policy(validation={"periodic": {"enabled": True, "interval": "1h"}})
+    due = VerificationStatus(next=T0 + 2 * MINUTE)
+    then, decision = settled(node(), status(Phase.HEALTHY, verification=due), spec, T0)
+    assert quiet_until(then, decision, spec, T0) == T0 + 2 * MINUTE
+    plain = policy()
+    lead = plain.spec.safety.drain.checkpoint_max_delay
+    window = MaintenanceView("MaintenanceWindow/bios", start=T0 + lead + 3 * MINUTE, end=None)
+    then, decision = settled(replace(node(), maintenance=window), status(Phase.HEALTHY), plain, T0)
+    assert quiet_until(then, decision, plain, T0) == T0 + 3 * MINUTE
+
+
+def test_the_signature_changes_with_anything_of_the_pool_a_decision_reads() -> None:
+    base = fleet()
+    assert fleet_signature(base) == fleet_signature(fleet())
+    for other in (fleet(quarantined=1), fleet(spares=("n1",)), replace(base, verifying=1),
+                  replace(base, refused=1), fleet(total=11)):  # fmt: skip
+        assert fleet_signature(other) != fleet_signature(base)
