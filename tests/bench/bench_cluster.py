@@ -143,7 +143,12 @@ class Bench:
 
     def wait_for(self, what: str, done: Callable[[], bool], timeout: float = 1800) -> None:
         deadline = time.monotonic() + timeout
-        while not done():
+        while True:
+            try:
+                if done():
+                    return
+            except client.ApiException as error:  # a loaded apiserver: ask again
+                print(f"waiting for {what}: {error.status} {error.reason}", flush=True)
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{what} not reached in {timeout:.0f}s")
             time.sleep(2)

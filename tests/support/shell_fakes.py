@@ -136,14 +136,14 @@ class FakeCluster:
     def apply_gpunode_status(self, *, node: str, status: Object) -> Object:
         self.calls.append(("apply_gpunode_status", node))
         self.gpunode_statuses.setdefault(node, []).append(status)
-        written = copy.deepcopy(self.store.gpunodes.get(node) or gpunode(node, None))
+        written = copy.deepcopy(self.store.gpunode(node) or gpunode(node, None))
         written["status"] = {**(written.get("status") or {}), **status}
         written["metadata"]["resourceVersion"] = version()
         return written
 
     def publish_checks(self, *, node: str, checks: Object) -> Object:
         self.calls.append(("publish_checks", node))
-        written = copy.deepcopy(self.store.gpunodes.get(node) or gpunode(node, None))
+        written = copy.deepcopy(self.store.gpunode(node) or gpunode(node, None))
         written["spec"] = {**(written.get("spec") or {}), "checks": checks}
         written["metadata"]["resourceVersion"] = version()
         self.objects.setdefault("gpunode", {})[node] = written
@@ -343,7 +343,8 @@ class Shell:
 
     def fail(self, name: str, fault: FaultClass = FaultClass.FATAL) -> None:
         """The node's agent reports a fault (its fields of the status only)."""
-        written = copy.deepcopy(self.store.gpunodes[name])
+        written = copy.deepcopy(self.store.gpunode(name))
+        assert written is not None
         report = healthy_status(fault=fault, at=self.now)
         written["status"]["checks"] = report.model_dump(mode="json", by_alias=True)["checks"]
         written["metadata"]["resourceVersion"] = version()

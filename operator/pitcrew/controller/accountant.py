@@ -119,7 +119,7 @@ class Accountant:
             if len(pools) != 1:
                 continue
             summary = self.store.summary(name)
-            history = tuple(self.store.status(name).history)
+            history = summary.history
             times.append(
                 NodeTime(
                     pools[0],

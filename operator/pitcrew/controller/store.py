@@ -16,8 +16,10 @@ a walk over cached tuples, not over parsing and label matching.
 from __future__ import annotations
 
 import datetime
+import json
 import logging
-from collections import defaultdict
+import zlib
+from collections import OrderedDict, defaultdict
 from typing import Any
 
 from pydantic import ValidationError
@@ -38,6 +40,9 @@ from pitcrew.core.views import PolicyView
 
 logger = logging.getLogger(__name__)
 Object = dict[str, Any]
+PARSED_KEPT = 512
+"""Parsed GPUNode statuses kept, the most recently used: a decision parses its node's
+status once per version; the fleet view reads only each node's :class:`Summary`."""
 DEPARTED_MAX = 10_000
 """Deleted training pods kept between two accountant ticks, at most (a mass deletion
 beyond it loses only the stop times of the rest, never a pod still running)."""
@@ -100,40 +105,75 @@ class Store:
         self.job_checkpoints: dict[str, datetime.datetime] = {}
         """Each training job's last checkpoint (``namespace/job``), from rank 0's
         progress report: every rank's pod checkpointed then, though only rank 0 says so."""
-        self._statuses: dict[str, tuple[Any, GPUNodeStatus, Summary, str]] = {}
+        self._packed: dict[str, bytes] = {}
+        """Each GPUNode's status as compressed JSON: a parsed status with 15 check
+        results is about 100 KB of Python objects, its JSON under 2 KB compressed."""
+        self._summaries: dict[str, tuple[Any, Summary, str]] = {}
+        self._statuses: OrderedDict[str, tuple[Any, GPUNodeStatus]] = OrderedDict()
         self._policies: dict[str, tuple[Any, PolicyView | None, str]] = {}
         self._matched: dict[str, tuple[Any, int, tuple[str, ...]]] = {}
         self._checks: dict[str, tuple[Any, AgentChecks | None]] = {}
         self._policy_epoch = 0
         """Bumped on any policy change: every node's match is recomputed."""
 
-    def _parsed(self, name: str) -> tuple[Any, GPUNodeStatus, Summary, str]:
+    def gpunode(self, name: str) -> Object | None:
+        """GPUNode ``name`` as last seen, status included (unpacked: a copy)."""
         obj = self.gpunodes.get(name)
-        version = (obj or {}).get("metadata", {}).get("resourceVersion")
-        cached = self._statuses.get(name)
-        if cached is None or cached[0] != version:
-            try:
-                status, problem = gpunode_status(obj), ""
-                summary = summarize(status)
-            except UnreadableStatusError as error:
-                # Counted in the fleet with the phase it says it is in, if any, so
-                # the breaker still sees a Draining node whose status went bad.
-                status, problem = GPUNodeStatus(), str(error)
-                raw = str(((obj or {}).get("status") or {}).get("phase"))
-                phase = Phase(raw) if raw in set(Phase) else Phase.PENDING
-                summary = Summary(phase, False, None, None)
-            cached = (version, status, summary, problem)
-            self._statuses[name] = cached
-        return cached
+        packed = self._packed.get(name)
+        if obj is None or packed is None:
+            return obj
+        return {**obj, "status": json.loads(zlib.decompress(packed))}
+
+    def _parse(self, name: str) -> tuple[Any, GPUNodeStatus, str]:
+        """The stored status of ``name`` parsed, and why it does not parse (empty if
+        it does), from its packed JSON."""
+        version = self.gpunodes.get(name, {}).get("metadata", {}).get("resourceVersion")
+        try:
+            return version, gpunode_status(self.gpunode(name)), ""
+        except UnreadableStatusError as error:
+            return version, GPUNodeStatus(), str(error)
 
     def status(self, name: str) -> GPUNodeStatus:
-        """The parsed status of GPUNode ``name``, parsed once per resourceVersion.
-        Check :meth:`unreadable` first: an unreadable status reads as empty here."""
-        return self._parsed(name)[1]
+        """The parsed status of GPUNode ``name``, parsed once per resourceVersion while
+        it is among the :data:`PARSED_KEPT` last used. Check :meth:`unreadable` first:
+        an unreadable status reads as empty here."""
+        version = self.gpunodes.get(name, {}).get("metadata", {}).get("resourceVersion")
+        cached = self._statuses.get(name)
+        if cached is not None and cached[0] == version:
+            self._statuses.move_to_end(name)
+            return cached[1]
+        version, status, _ = self._parse(name)
+        self._keep_parsed(name, version, status)
+        return status
+
+    def _keep_parsed(self, name: str, version: Any, status: GPUNodeStatus) -> None:
+        self._statuses[name] = (version, status)
+        self._statuses.move_to_end(name)
+        if len(self._statuses) > PARSED_KEPT:
+            self._statuses.popitem(last=False)
+
+    def _summarized(self, name: str) -> tuple[Any, Summary, str]:
+        obj = self.gpunodes.get(name)
+        version = (obj or {}).get("metadata", {}).get("resourceVersion")
+        cached = self._summaries.get(name)
+        if cached is None or cached[0] != version:
+            _, status, problem = self._parse(name)
+            if problem:
+                # Counted in the fleet with the phase it says it is in, if any, so
+                # the breaker still sees a Draining node whose status went bad.
+                raw = str(((self.gpunode(name) or {}).get("status") or {}).get("phase"))
+                phase = Phase(raw) if raw in set(Phase) else Phase.PENDING
+                summary = Summary(phase, False, None, None)
+            else:
+                summary = summarize(status)
+                self._keep_parsed(name, version, status)
+            cached = (version, summary, problem)
+            self._summaries[name] = cached
+        return cached
 
     def phase_of(self, phase: Phase) -> list[str]:
         """The nodes whose stored status is in ``phase``."""
-        return [name for name in self.gpunodes if self._parsed(name)[1].phase is phase]
+        return [name for name in self.gpunodes if self._summarized(name)[1].phase is phase]
 
     def published_checks(self, name: str) -> AgentChecks | None:
         """:func:`~pitcrew.core.convert.published_checks` of GPUNode ``name``, parsed
@@ -148,10 +188,12 @@ class Store:
 
     def unreadable(self, name: str) -> str:
         """Why the status of GPUNode ``name`` cannot be parsed; empty when it can."""
-        return self._parsed(name)[3]
+        return self._summarized(name)[2]
 
     def summary(self, name: str) -> Summary:
-        return self._parsed(name)[2]
+        """What the fleet view and the accountant need of GPUNode ``name``, kept for
+        every node (parsed once per resourceVersion)."""
+        return self._summarized(name)[1]
 
     def policies_of(self, name: str) -> tuple[str, ...]:
         """Names of the policies whose selector matches Node ``name``."""
@@ -212,24 +254,7 @@ class Store:
             self._put_budget(f"{meta.get('namespace', '')}/{name}", obj, deleted=deleted)
             return None
         if kind == "pod":
-            key = f"{meta.get('namespace', '')}/{name}"
-            node = (obj.get("spec") or {}).get("nodeName") or ""
-            previous = self.pods.get(key)
-            old_node = (previous.get("spec") or {}).get("nodeName") if previous else None
-            if deleted:
-                self.pods.pop(key, None)
-                self.pods_by_node[old_node or node].pop(key, None)
-                if training_job(obj) is not None and len(self.departed) < DEPARTED_MAX:
-                    self.departed[meta.get("uid") or key] = obj
-                return old_node or node or None
-            if not self._newer(previous, obj):
-                return None
-            self.pods[key] = obj
-            if old_node and old_node != node:
-                self.pods_by_node[old_node].pop(key, None)
-            if node:
-                self.pods_by_node[node][key] = obj
-            return node or None
+            return self._put_pod(obj, deleted=deleted)
         table = {
             "node": self.nodes,
             "gpunode": self.gpunodes,
@@ -244,11 +269,44 @@ class Store:
             if kind == "node":
                 self._matched.pop(name, None)
             elif kind == "gpunode":
-                self._statuses.pop(name, None)
-                self._checks.pop(name, None)
+                for cache in (self._packed, self._summaries, self._statuses, self._checks):
+                    cache.pop(name, None)
         elif self._newer(table.get(name), obj):
+            if kind == "gpunode":
+                obj = self._pack(name, obj)
             table[name] = obj
         return name if kind in ("node", "gpunode") else None
+
+    def _pack(self, name: str, obj: Object) -> Object:
+        """``obj`` without its status, which is kept packed (see :meth:`gpunode`)."""
+        status = obj.get("status")
+        if status is None:
+            self._packed.pop(name, None)
+            return obj
+        self._packed[name] = zlib.compress(json.dumps(status, separators=(",", ":")).encode(), 1)
+        return {k: v for k, v in obj.items() if k != "status"}
+
+    def _put_pod(self, obj: Object, *, deleted: bool) -> str | None:
+        meta = obj.get("metadata", {})
+        name = meta.get("name", "")
+        key = f"{meta.get('namespace', '')}/{name}"
+        node = (obj.get("spec") or {}).get("nodeName") or ""
+        previous = self.pods.get(key)
+        old_node = (previous.get("spec") or {}).get("nodeName") if previous else None
+        if deleted:
+            self.pods.pop(key, None)
+            self.pods_by_node[old_node or node].pop(key, None)
+            if training_job(obj) is not None and len(self.departed) < DEPARTED_MAX:
+                self.departed[meta.get("uid") or key] = obj
+            return old_node or node or None
+        if not self._newer(previous, obj):
+            return None
+        self.pods[key] = obj
+        if old_node and old_node != node:
+            self.pods_by_node[old_node].pop(key, None)
+        if node:
+            self.pods_by_node[node][key] = obj
+        return node or None
 
     def disruption_budgets(self) -> list[Budget]:
         """Every PodDisruptionBudget, parsed once per version."""

@@ -17,7 +17,7 @@ import datetime
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from pitcrew.api.gpunode import GPUNodeStatus, Phase
+from pitcrew.api.gpunode import GPUNodeStatus, Phase, Transition
 from pitcrew.core import actions as a
 from pitcrew.core.lifecycle import Decision
 from pitcrew.core.views import FleetView
@@ -35,6 +35,8 @@ class Summary(NamedTuple):
     heartbeat: datetime.datetime | None
     verifying: bool = False
     """A periodic verification is in flight."""
+    history: tuple[Transition, ...] = ()
+    """Its phase transitions (the accountant books GPU time by them)."""
 
 
 def verifying(status: GPUNodeStatus) -> bool:
@@ -46,7 +48,12 @@ def summarize(status: GPUNodeStatus) -> Summary:
         c.type == "Admitted" and c.reason == "CircuitBreakerOpen" for c in status.conditions
     )
     return Summary(
-        status.phase, refused, status.phase_since, status.last_heartbeat, verifying(status)
+        status.phase,
+        refused,
+        status.phase_since,
+        status.last_heartbeat,
+        verifying(status),
+        tuple(status.history),
     )
 
 

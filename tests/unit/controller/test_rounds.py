@@ -160,8 +160,8 @@ def test_a_new_leader_resumes_a_drain_from_the_listed_status() -> None:
     before = shell.store.status("n1")
     assert before.phase in UNHEALTHY
     # The new leader: nothing cached, only what the apiserver returns.
-    for name, obj in shell.store.gpunodes.items():
-        shell.cluster.objects["gpunode"][name] = obj
+    for name in shell.store.gpunodes:
+        shell.cluster.objects["gpunode"][name] = shell.store.gpunode(name) or {}
     successor = Shell(nodes={}, policy=policy_object(safety={"maxUnhealthy": 1}))
     successor.cluster.objects = shell.cluster.objects
     successor.rounds.primed = False
@@ -174,7 +174,8 @@ def test_a_new_leader_resumes_a_drain_from_the_listed_status() -> None:
 
 def test_a_node_whose_status_does_not_parse_is_skipped_and_said_so_once() -> None:
     shell = settled_fleet()
-    broken = shell.store.gpunodes["n3"]
+    broken = shell.store.gpunode("n3")
+    assert broken is not None
     broken["status"]["phase"] = "Rebooting"  # a phase of a newer schema
     broken["metadata"]["resourceVersion"] = "999999"
     shell.store.put("gpunode", dict(broken))

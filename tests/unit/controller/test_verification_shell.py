@@ -39,7 +39,7 @@ def sample(name: str, **labels: str) -> float:
 
 def report_probe(shell: Shell, node: str) -> None:
     """The probe pod writes its report (the probe's own fields of the status)."""
-    written = copy.deepcopy(shell.store.gpunodes[node])
+    written = copy.deepcopy(shell.store.gpunode(node))
     job = written["status"]["verification"]["job"]
     probe = ChecksStatus(
         report_time=shell.now,
