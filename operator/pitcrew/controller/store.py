@@ -40,7 +40,7 @@ from pitcrew.core.views import PolicyView
 
 logger = logging.getLogger(__name__)
 Object = dict[str, Any]
-PARSED_KEPT = 512
+PARSED_KEPT = 256
 """Parsed GPUNode statuses kept, the most recently used: a decision parses its node's
 status once per version; the fleet view reads only each node's :class:`Summary`."""
 DEPARTED_MAX = 10_000
