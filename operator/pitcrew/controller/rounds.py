@@ -63,6 +63,11 @@ from pitcrew.core.views import FleetView, NodeState, NodeView, PolicyView
 
 logger = logging.getLogger(__name__)
 RESYNC_CHUNK = 200
+MAX_IN_FLIGHT = 128
+"""Plans handed to the workers and not done, at most (four per worker thread): each
+holds two full statuses, and a plan queued behind thousands (an operator's first
+round) would hold a fault's cordon behind all of them. Nodes beyond it stay
+queued, undecided, until a plan lands."""
 ROUND_MAX = 500
 """Nodes with news decided in one round, at most: the loop returns to the event loop
 between rounds (watch events, the Lease's renewal thread get their turn), so the
@@ -266,7 +271,9 @@ class RoundLoop:
 
     def next_batch(self) -> set[str]:
         """Nodes with news (:data:`ROUND_MAX` at most), then a chunk of the resync;
-        none with a plan in flight."""
+        none with a plan in flight, and none while :data:`MAX_IN_FLIGHT` plans are."""
+        if len(self.in_flight) >= MAX_IN_FLIGHT:
+            return set()  # the next plan to land wakes the loop
         batch = set(list(self.dirty - self.in_flight)[:ROUND_MAX])
         self.dirty -= batch
         if self.dirty - self.in_flight:
@@ -313,27 +320,15 @@ class RoundLoop:
             self.warned_no_policy = False
         plans: list[Plan] = []
         fleets: dict[str, FleetView] = {}
+        room = MAX_IN_FLIGHT - len(self.in_flight)
         for name in sorted(names):
-            node = self.store.nodes.get(name)
-            if node is None or name in self.in_flight:
+            if len(plans) >= room:
+                self.dirty.add(name)  # decided when a plan in flight lands (it wakes the loop)
                 continue
-            self.resting.pop(name, None)
-            policy = self._policy_for(name)
+            policy = self._decidable(name)
             if policy is None:
-                if len(self.store.policies_of(name)) != 1:  # in no policy, or in several
-                    self._release_if_marked(name, node)
                 continue
-            if name not in self.store.gpunodes:
-                continue  # it exists (the create said so) but is not cached yet
-            problem = self.store.unreadable(name)
-            if problem:
-                self.executor.record_once(
-                    name,
-                    "StatusUnreadable",
-                    f"GPUNode {name}: {problem}; the node is left as it is until its "
-                    "status parses (an operator older than the CRD?)",
-                )
-                continue
+            node = self.store.nodes[name]
             fleet = fleets.get(policy.name) or self.fleet(policy.name)
             gpunode = self.store.gpunodes.get(name) or {}
             status = self.executor.known(name)
@@ -372,6 +367,32 @@ class RoundLoop:
             dry_run = self.settings.dry_run or policy.spec.safety.dry_run
             plans.append(Plan(name, policy, decision, dry_run, state.status))
         return plans, fleets
+
+    def _decidable(self, name: str) -> PolicyView | None:
+        """The policy ``name`` is decided under, or None when it is not decided now
+        (gone, a plan in flight, no single policy, no readable GPUNode yet), said
+        so where a person must know."""
+        node = self.store.nodes.get(name)
+        if node is None or name in self.in_flight:
+            return None
+        self.resting.pop(name, None)
+        policy = self._policy_for(name)
+        if policy is None:
+            if len(self.store.policies_of(name)) != 1:  # in no policy, or in several
+                self._release_if_marked(name, node)
+            return None
+        if name not in self.store.gpunodes:
+            return None  # it exists (the create said so) but is not cached yet
+        problem = self.store.unreadable(name)
+        if problem:
+            self.executor.record_once(
+                name,
+                "StatusUnreadable",
+                f"GPUNode {name}: {problem}; the node is left as it is until its "
+                "status parses (an operator older than the CRD?)",
+            )
+            return None
+        return policy
 
     def _unchanged(
         self,

@@ -7,6 +7,7 @@ import copy
 import datetime
 from typing import Any
 
+import pytest
 from shell_fakes import (
     HeldPool,
     Shell,
@@ -19,6 +20,7 @@ from shell_fakes import (
 
 from pitcrew.api.gpunode import Phase
 from pitcrew.api.vocabulary import UNHEALTHY
+from pitcrew.controller import rounds
 from pitcrew.controller.rounds import counted
 from pitcrew.core.lifecycle import Decision
 from pitcrew.core.rest import REST_MAX
@@ -284,3 +286,16 @@ def test_a_change_in_the_pool_brings_its_resting_nodes_back_into_the_resync() ->
     shell.settle()  # decided under the pool as it now is: they rest again, n3 does not
     assert shell.phase("n3") in UNHEALTHY
     assert shell.rounds.due() == ["n3"]
+
+
+def test_no_more_plans_are_handed_out_than_max_in_flight(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rounds, "MAX_IN_FLIGHT", 2)
+    pool = HeldPool()
+    shell = settled_fleet(pool=pool, policy=policy_object(safety={"maxUnhealthy": 5}))
+    for name in ("n1", "n4", "n7"):
+        shell.fail(name)
+    assert [p.node for p in shell.round()] == ["n1", "n4"]
+    assert "n7" in shell.rounds.dirty  # not decided: it waits for room, not for a resync
+    assert shell.rounds.next_batch() == set()  # nothing while the workers are full
+    pool.release()
+    assert "n7" in shell.rounds.next_batch()
