@@ -73,7 +73,7 @@ ROUND_MAX = 500
 between rounds (watch events, the Lease's renewal thread get their turn), so the
 first round of a 10,000-node operator, where every node is new, is twenty short
 rounds and not one of many seconds."""
-COALESCE_SECONDS = 0.05
+COALESCE_SECONDS = 0.01
 WATCHED = ("policy", "node", "gpunode", "pod", "run")
 PRIME_BACKOFF = (1.0, 2.0, 5.0, 10.0, 30.0)
 Clock = Callable[[], datetime.datetime]
@@ -126,6 +126,8 @@ class RoundLoop:
         self.resync: set[str] = set()
         self.in_flight: set[str] = set()
         self.intended: dict[str, GPUNodeStatus] = {}
+        self._intended_revision = 0
+        self._fleets: dict[str, tuple[tuple[int, int], FleetView]] = {}
         self.resting: dict[str, tuple[datetime.datetime, str, Hashable]] = {}
         """Nodes the resync may skip (:mod:`pitcrew.core.rest`): until when, and the
         policy and fleet signature they were decided under."""
@@ -353,6 +355,7 @@ class RoundLoop:
                 continue
             metrics.DECISIONS.labels("acted").inc()
             self.intended[name] = decision.status
+            self._intended_revision += 1
             fleets[policy.name] = counted(fleet, node=name, before=state.status, decision=decision)
             if decision.status.phase in UNHEALTHY and state.status.phase not in UNHEALTHY:
                 logger.info(
@@ -413,6 +416,7 @@ class RoundLoop:
         node is not decided again and its intended status counts in the fleet."""
         self.in_flight.add(plan.node)
         self.intended[plan.node] = plan.decision.status
+        self._intended_revision += 1
 
         def done(_: object) -> None:
             self._on_loop(self._landed, plan.node)
@@ -436,6 +440,7 @@ class RoundLoop:
     def _landed(self, node: str) -> None:
         self.in_flight.discard(node)
         self.intended.pop(node, None)
+        self._intended_revision += 1
         self.wakeup.set()
 
     def _node_view(
@@ -472,8 +477,13 @@ class RoundLoop:
         return None
 
     def fleet(self, policy: str) -> FleetView:
-        """The pool of ``policy``, with plans in flight counted as intended."""
-        return fleet_of(self._members(policy))
+        """The pool of ``policy``, with plans in flight counted as intended; walked
+        again only when the store's fleet revision or the intended statuses moved."""
+        key = (self.store.fleet_revision, self._intended_revision)
+        cached = self._fleets.get(policy)
+        if cached is None or cached[0] != key:
+            cached = self._fleets[policy] = (key, fleet_of(self._members(policy)))
+        return cached[1]
 
     def _members(self, policy: str) -> Iterator[tuple[str, Summary]]:
         member = (policy,)

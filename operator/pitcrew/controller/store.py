@@ -34,7 +34,7 @@ from pitcrew.core.convert import (
     published_checks,
     training_job,
 )
-from pitcrew.core.fleet import Summary, summarize
+from pitcrew.core.fleet import Summary, counted_in_fleet, summarize
 from pitcrew.core.maintenance import Window, node_maintenance, window
 from pitcrew.core.views import PolicyView
 
@@ -115,6 +115,10 @@ class Store:
         self._checks: dict[str, tuple[Any, AgentChecks | None]] = {}
         self._policy_epoch = 0
         """Bumped on any policy change: every node's match is recomputed."""
+        self.fleet_revision = 0
+        """Bumped whenever a pool's fleet may have changed (membership, a node's phase,
+        breaker refusal, verification, phase start): while it stands, a fleet computed
+        from the store stands too, and a round of heartbeats costs no walk of the fleet."""
 
     def gpunode(self, name: str) -> Object | None:
         """GPUNode ``name`` as last seen, status included (unpacked: a copy)."""
@@ -264,18 +268,37 @@ class Store:
         }[kind]
         if kind == "policy":
             self._policy_epoch += 1
+            self.fleet_revision += 1
         if deleted:
             table.pop(name, None)
             if kind == "node":
                 self._matched.pop(name, None)
+                self.fleet_revision += 1
             elif kind == "gpunode":
                 for cache in (self._packed, self._summaries, self._statuses, self._checks):
                     cache.pop(name, None)
+                self.fleet_revision += 1
         elif self._newer(table.get(name), obj):
+            before = table.get(name)
             if kind == "gpunode":
                 obj = self._pack(name, obj)
             table[name] = obj
+            self._count_fleet_change(kind, name, before, obj)
         return name if kind in ("node", "gpunode") else None
+
+    def _count_fleet_change(self, kind: str, name: str, before: Object | None, obj: Object) -> None:
+        """Bump :attr:`fleet_revision` when a pool's fleet may have changed: a node came
+        or changed its labels (its pool), or a GPUNode's fleet counts changed (its
+        summary is computed here, eagerly: a heartbeat changes no count)."""
+        if kind == "node":
+            labels = (obj.get("metadata") or {}).get("labels")
+            if before is None or (before.get("metadata") or {}).get("labels") != labels:
+                self.fleet_revision += 1
+        elif kind == "gpunode":
+            previous = self._summaries.get(name)
+            summary = self._summarized(name)[1]
+            if previous is None or counted_in_fleet(previous[1]) != counted_in_fleet(summary):
+                self.fleet_revision += 1
 
     def _pack(self, name: str, obj: Object) -> Object:
         """``obj`` without its status, which is kept packed (see :meth:`gpunode`)."""

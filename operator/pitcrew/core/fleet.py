@@ -57,6 +57,11 @@ def summarize(status: GPUNodeStatus) -> Summary:
     )
 
 
+def counted_in_fleet(summary: Summary) -> tuple[object, ...]:
+    """What of a summary :func:`fleet_of` reads: when it is unchanged, so is the fleet."""
+    return (summary.phase, summary.refused, summary.since, summary.verifying)
+
+
 def fleet_of(members: Iterable[tuple[str, Summary]]) -> FleetView:
     """The fleet of one pool from its members' summaries; Excluded nodes are not in it.
     Spares are listed oldest first, so the longest-rested spare is released first."""

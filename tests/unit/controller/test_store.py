@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import datetime
 
 from shell_fakes import gpunode, healthy_status, node_object, policy_object
 
@@ -89,3 +90,18 @@ def test_the_store_drops_a_gpunodes_managed_fields_and_reads_the_same_status() -
     store.put("gpunode", obj)
     assert "managedFields" not in store.gpunodes["n0"]["metadata"]
     assert store.status("n0") == gpunode_status(obj)
+
+
+def test_a_heartbeat_leaves_the_fleet_revision_a_phase_change_moves_it() -> None:
+    store = Store()
+    store.put("node", node_object("n0"))
+    store.put("gpunode", gpunode("n0", healthy_status()))
+    revision = store.fleet_revision
+    later = healthy_status().model_copy(
+        update={"last_heartbeat": healthy_status().last_heartbeat + datetime.timedelta(minutes=5)}
+    )
+    store.put("gpunode", gpunode("n0", later))
+    assert store.fleet_revision == revision  # the fleet counts are what they were
+    drained = later.model_copy(update={"phase": Phase.DRAINING})
+    store.put("gpunode", gpunode("n0", drained))
+    assert store.fleet_revision > revision
