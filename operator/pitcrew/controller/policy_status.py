@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import datetime
 import logging
+import threading
+from collections import defaultdict
 from collections.abc import Callable, Sequence
+from concurrent.futures import Executor as Pool
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -63,18 +66,44 @@ def _valid(previous: dict[str, Any], policy: dict[str, Any], now: datetime.datet
 
 class PolicyStatusWriter:
     def __init__(
-        self, *, cluster: Cluster, store: Store, events: EventSink, goodput: Goodput
+        self,
+        *,
+        cluster: Cluster,
+        store: Store,
+        events: EventSink,
+        goodput: Goodput,
+        pool: Pool | None = None,
     ) -> None:
         self.cluster = cluster
         self.store = store
         self.events = events
         self.goodput = goodput
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pitcrew-policy")
+        self._pool = pool or ThreadPoolExecutor(max_workers=1, thread_name_prefix="pitcrew-policy")
+        """One worker: a policy's writes land in the order they were submitted."""
         self._said: set[tuple[str, Any]] = set()
+        self._lock = threading.Lock()
+        self._queued: dict[str, list[tuple[FleetView, datetime.datetime]]] = defaultdict(list)
 
     def submit(self, name: str, fleet: FleetView, now: datetime.datetime) -> None:
-        """Write policy ``name``'s status in the background, after earlier writes."""
-        self._pool.submit(self._write_logged, name, fleet, now)
+        """Write policy ``name``'s status in the background, after earlier writes.
+
+        A fleet submitted while an earlier one still waits takes its place, unless
+        one has failing nodes kept in service and the other has none: the breaker
+        sees every opening and every closing, and a drain of fifty nodes, whose
+        every phase change is a round, writes the policy once per write it waits
+        for instead of once per round."""
+        with self._lock:
+            queue = self._queued[name]
+            if queue and (queue[-1][0].refused > 0) == (fleet.refused > 0):
+                queue[-1] = (fleet, now)
+                return
+            queue.append((fleet, now))
+        self._pool.submit(self._write_next, name)
+
+    def _write_next(self, name: str) -> None:
+        with self._lock:
+            fleet, now = self._queued[name].pop(0)
+        self._write_logged(name, fleet, now)
 
     def _write_logged(self, name: str, fleet: FleetView, now: datetime.datetime) -> None:
         try:

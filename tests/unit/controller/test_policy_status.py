@@ -8,10 +8,11 @@ from typing import Any
 
 from lifecycle_data import T0
 from prometheus_client import REGISTRY
-from shell_fakes import Shell, healthy_status, policy_object
+from shell_fakes import HeldPool, Shell, healthy_status, policy_object
 
 from pitcrew.api.gpunode import Phase
 from pitcrew.api.meta import Duration
+from pitcrew.controller.policy_status import PolicyStatusWriter
 from pitcrew.core.views import FleetView
 
 POLICY = policy_object(safety={"maxUnhealthy": 1, "stormCooldown": "10m"})
@@ -95,3 +96,40 @@ def test_goodput_is_reported_per_window_against_the_target_and_exported() -> Non
     }
     target = REGISTRY.get_sample_value("pitcrew_goodput_target_ratio", {"pool": "fleet"})
     assert target == 0.99
+
+
+def held_writer(shell: Shell) -> tuple[PolicyStatusWriter, HeldPool]:
+    pool = HeldPool()
+    writer = PolicyStatusWriter(
+        cluster=shell.cluster,
+        store=shell.store,
+        events=shell.events,
+        goodput=lambda pool, windows, now: [],
+        pool=pool,
+    )
+    return writer, pool
+
+
+def test_fleets_submitted_while_a_write_waits_become_one_write_of_the_latest() -> None:
+    shell = writer_shell()
+    writer, pool = held_writer(shell)
+    for draining in range(1, 6):  # five rounds of a drain while the writer is busy
+        phases = {Phase.HEALTHY: 10 - draining, Phase.DRAINING: draining}
+        writer.submit("fleet", FleetView(total=10, phases=phases), T0)
+    pool.release()
+    written = shell.cluster.policy_statuses["fleet"]
+    assert [w["unhealthy"] for w in written] == [5]
+
+
+def test_a_breaker_opening_and_closing_are_never_merged_into_one_write() -> None:
+    shell = writer_shell()
+    writer, pool = held_writer(shell)
+    quiet = FleetView(total=10, phases={Phase.HEALTHY: 10})
+    refusing = FleetView(total=10, phases={Phase.HEALTHY: 9, Phase.DRAINING: 1}, refused=1)
+    later = T0 + datetime.timedelta(seconds=1)
+    writer.submit("fleet", refusing, T0)
+    writer.submit("fleet", quiet, later)
+    pool.release()
+    assert shell.events.reasons("GPUHealthPolicy") == ["CircuitBreakerOpen", "CircuitBreakerClosed"]
+    closed = shell.cluster.policy_statuses["fleet"][-1]
+    assert closed["cooldownUntil"] == (later + datetime.timedelta(minutes=10)).isoformat()
