@@ -112,6 +112,8 @@ class Executor:
         """Evictions made under each PodDisruptionBudget since the version of it last
         read: the apiserver has counted them, the watch may not have said so yet."""
         self._recorded: set[tuple[str, str, str]] = set()
+        self._waits_said: dict[str, tuple[datetime.datetime | None, set[str]]] = {}
+        """Per node, the drain (its start) and the budgets it said it waits for."""
         self._failures: dict[str, int] = {}
         """Consecutive failed executions per node: a node that keeps failing is retried
         with backoff, never in a tight loop."""
@@ -331,7 +333,7 @@ class Executor:
             )
         for pod, why in sorted(result.blocked.items()):
             self._event(plan.node, "EvictionBlocked", f"{pod}: {why}", warning=True)
-        for budget_key in sorted(set(chosen.waiting.values())):
+        for budget_key in self._newly_waiting(plan.node, status, chosen.waiting):
             held = sorted(p for p, b in chosen.waiting.items() if b == budget_key)
             self._event(
                 plan.node,
@@ -367,6 +369,22 @@ class Executor:
                 )
             }
         )
+
+    def _newly_waiting(
+        self, node: str, status: GPUNodeStatus, waiting: Mapping[str, str]
+    ) -> list[str]:
+        """The budgets ``node``'s drain waits for that it has not said so for: once per
+        budget per drain. Every change of a budget wakes every drain; fifty drains
+        waiting on the budgets of thirty apps would otherwise post an Event each, for
+        each change, and the Events would outnumber the evictions."""
+        drain = status.drain.started_at if status.drain else None
+        with self._lock:
+            started, said = self._waits_said.get(node, (drain, set()))
+            if started != drain:
+                said = set()
+            new = sorted(set(waiting.values()) - said)
+            self._waits_said[node] = (drain, said | set(new))
+        return new
 
     def _set_slurm_state(self, node: str, action: a.SetSlurmState) -> None:
         """A transient failure (slurmctld out of reach) fails the plan, retried with

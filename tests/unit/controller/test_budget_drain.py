@@ -80,3 +80,21 @@ def test_an_eviction_the_apiserver_refused_spends_nothing_of_the_budget() -> Non
     for _ in range(4):
         shell.round("n1")
     assert asked.count("train/trainer-0") >= 2  # asked again, the budget unchanged
+
+
+def test_a_drain_says_once_which_budget_it_waits_for_however_often_it_wakes() -> None:
+    shell = Shell(nodes={"n1": healthy_status(), "n2": healthy_status()}, policy=policy_object())
+    shell.settle()
+    for name in ("trainer-0", "trainer-1"):
+        shell.store.put("pod", training_pod(name))
+    shell.store.put("pdb", pdb(0))
+    shell.fail("n1")
+    for _ in range(3):
+        shell.round("n1")
+    for _ in range(5):  # five changes of budgets elsewhere wake the drain
+        shell.store.put("pdb", pdb(0))
+        shell.round("n1")
+    assert shell.phase("n1") is Phase.DRAINING
+    waiting = [m for _, r, m, _ in shell.events.posted if r == "EvictionBlocked"]
+    assert len(waiting) == 2  # once, on the Node and on its GPUNode
+    assert "train/llm allows no disruption now" in waiting[0]
