@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import datetime
 
-from shell_fakes import gpunode, healthy_status, node_object, policy_object
+from shell_fakes import gpunode, healthy_status, node_object, policy_object, version
 
 from pitcrew.api.gpunode import Phase
 from pitcrew.controller.store import Store
@@ -105,3 +105,25 @@ def test_a_heartbeat_leaves_the_fleet_revision_a_phase_change_moves_it() -> None
     drained = later.model_copy(update={"phase": Phase.DRAINING})
     store.put("gpunode", gpunode("n0", drained))
     assert store.fleet_revision > revision
+
+
+def test_a_kubelets_status_heartbeat_queues_no_decision_a_ready_flip_does() -> None:
+    store = Store()
+    node = node_object("n0")
+    node["status"]["conditions"] = [
+        {"type": "Ready", "status": "True", "lastHeartbeatTime": "2026-12-05T10:00:00Z"}
+    ]
+    assert store.put("node", node) == "n0"
+    beat = copy.deepcopy(node)
+    beat["metadata"]["resourceVersion"] = version()
+    beat["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-12-05T10:05:00Z"
+    assert store.put("node", beat) is None
+    assert store.nodes["n0"]["metadata"]["resourceVersion"] == beat["metadata"]["resourceVersion"]
+    down = copy.deepcopy(beat)
+    down["metadata"]["resourceVersion"] = version()
+    down["status"]["conditions"][0]["status"] = "False"
+    assert store.put("node", down) == "n0"
+    relabelled = copy.deepcopy(down)
+    relabelled["metadata"]["resourceVersion"] = version()
+    relabelled["metadata"]["labels"]["pitcrew.dev/managed"] = "false"
+    assert store.put("node", relabelled) == "n0"
