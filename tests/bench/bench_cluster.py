@@ -327,6 +327,11 @@ def emit(scenario: str, figures: dict[str, Any], *, bench: Bench | None, as_json
     if bench is not None:
         machine["operator_pinned_alone"] = bench.pinned
         machine["devcluster_up_s"] = round(bench.cluster_seconds, 1)
+        machine["control_plane_rss_mib"] = {
+            process.name: memory(process.pid)["rss_mib"]
+            for process in (bench.state.processes if bench.state else [])
+            if Path(f"/proc/{process.pid}/status").exists()
+        }
     record = {"scenario": scenario, **figures, "machine": machine}
     for key, value in record.items():
         print(f"  {key}: {value}")
