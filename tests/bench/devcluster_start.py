@@ -62,7 +62,8 @@ def run(nodes: int) -> None:
     parts = ", ".join(f"{name} {mib:.0f}" for name, mib in peaks.items())
     cpu = ", ".join(f"{name} {share:.0%}" for name, share in busy.items())
     print(
-        f"nodes={nodes} ready_s={ready:.1f} peak_rss_total_mib={sum(peaks.values()):.0f} ({parts}); "
+        f"nodes={nodes} ready_s={ready:.1f} "
+        f"peak_rss_total_mib={sum(peaks.values()):.0f} ({parts}); "
         f"idle CPU {sum(busy.values()):.0%} of a core ({cpu}); Lease {beat.lease_seconds}s, "
         f"status every {beat.status_seconds}-{beat.status_seconds + beat.status_jitter_seconds}s"
     )
