@@ -6,6 +6,7 @@ cores instead of giving the operator its own):
     python tests/bench/operator_bench.py detection [--nodes 1500] [--faults 150] [--sim-agents]
     python tests/bench/operator_bench.py steady [--nodes 4000] [--count 100]
     python tests/bench/operator_bench.py idle [--nodes 4000] [--seconds 120] [--profile]
+    python tests/bench/operator_bench.py scale [--nodes 4000] [--count 100] [--faults 1000]
     python tests/bench/operator_bench.py drain [--nodes 50] [--pods 30]
     python tests/bench/operator_bench.py training [--nodes 750]
 
@@ -26,6 +27,8 @@ end-to-end tests do (:mod:`bench_cluster`).
   operator RSS (and its peak), CPU share of a core, decisions per second,
   GPUNode status writes counted by the apiserver. ``--profile`` samples the
   operator with py-spy for the same window and prints where its CPU goes.
+- scale: idle, steady and a burst of ``--faults`` (of the nodes the steady
+  faults left alone), one after the other on one cluster.
 - drain, training: see :mod:`drain_scenarios`.
 """
 
@@ -64,6 +67,8 @@ from pitcrew.api.vocabulary import FAULTS_ANNOTATION, SIMULATED_LABEL
 from pitcrew.kube.client import list_all
 
 SETTLE_SECONDS = 60
+PLUMBING = ("(asyncio/", "(<frozen", "(threading.py", "(pitcrew/cli/", "operator.py)",
+            "reactor/running.py", "concurrent/futures/thread.py")  # fmt: skip
 HEARTBEAT = "5m"
 
 
@@ -95,52 +100,58 @@ def detection(args: argparse.Namespace, directory: Path) -> None:
     bench, reports = healthy_fleet(args, directory)
     try:
         time.sleep(SETTLE_SECONDS)  # steady state: the first decisions and writes are over
-        targets = spread(node_names(args.nodes), args.faults)
-        watch = CordonWatch(bench.api, targets)
-        usage = Usage(bench).begin()
-        injected: dict[str, float] = {}
-
-        def inject(node: str) -> None:
-            if reports is not None:
-                injected[node] = reports.write(node, failing=True)
-            else:
-                injected[node] = time.time()
-                bench.core.patch_node(
-                    node, {"metadata": {"annotations": {FAULTS_ANNOTATION: FATAL_XID}}}
-                )
-
-        with ThreadPoolExecutor(max_workers=32) as pool:
-            list(pool.map(inject, targets))
-        watch.wait(targets, timeout=600)
-        spent = usage.since()
-        cordoned = watch.cordoned
-        latencies = [cordoned[n] - injected[n] for n in targets if n in cordoned]
-        figures: dict[str, Any] = {
-            "nodes": args.nodes,
-            "faults": len(targets),
-            "cordoned": len(latencies),
-            "agents": "simulated, one process" if args.sim_agents else "one report write per node",
-            "fault_to_cordon_s": quantiles(latencies),
-            "all_cordoned_after_s": round(max(cordoned.values()) - min(injected.values()), 3),
-            "operator_cpu_s": spent["cpu_s"],
-            "operator_cpu_s_per_cordon": round(spent["cpu_s"] / max(1, len(cordoned)), 4),
-            "decisions": spent["decisions"],
-            **memory(bench.operator_pid),
-        }
-        if args.sim_agents:
-            # Split at the agent's report: the simulated agents' share, then the operator's.
-            reported = report_times(bench)
-            figures["agent_fault_to_report_s"] = quantiles(
-                [reported[n] - injected[n] for n in targets if n in reported]
-            )
-            figures["operator_report_to_cordon_s"] = quantiles(
-                [cordoned[n] - reported[n] for n in targets if n in cordoned and n in reported]
-            )
-        emit("detection", figures, bench=bench, as_json=args.json)
+        burst(bench, reports, args, targets=spread(node_names(args.nodes), args.faults))
     finally:
         if reports is not None:
             reports.stop()
         bench.close()
+
+
+def burst(
+    bench: Bench, reports: FleetReports | None, args: argparse.Namespace, *, targets: list[str]
+) -> None:
+    """``targets`` fail at once; fault to cordon for each."""
+    watch = CordonWatch(bench.api, targets)
+    usage = Usage(bench).begin()
+    injected: dict[str, float] = {}
+
+    def inject(node: str) -> None:
+        if reports is not None:
+            injected[node] = reports.write(node, failing=True)
+        else:
+            injected[node] = time.time()
+            bench.core.patch_node(
+                node, {"metadata": {"annotations": {FAULTS_ANNOTATION: FATAL_XID}}}
+            )
+
+    with ThreadPoolExecutor(max_workers=32) as pool:
+        list(pool.map(inject, targets))
+    watch.wait(targets, timeout=600)
+    spent = usage.since()
+    cordoned = watch.cordoned
+    latencies = [cordoned[n] - injected[n] for n in targets if n in cordoned]
+    figures: dict[str, Any] = {
+        "nodes": args.nodes,
+        "faults": len(targets),
+        "cordoned": len(latencies),
+        "agents": "simulated, one process" if args.sim_agents else "one report write per node",
+        "fault_to_cordon_s": quantiles(latencies),
+        "all_cordoned_after_s": round(max(cordoned.values()) - min(injected.values()), 3),
+        "operator_cpu_s": spent["cpu_s"],
+        "operator_cpu_s_per_cordon": round(spent["cpu_s"] / max(1, len(cordoned)), 4),
+        "decisions": spent["decisions"],
+        **memory(bench.operator_pid),
+    }
+    if args.sim_agents:
+        # Split at the agent's report: the simulated agents' share, then the operator's.
+        reported = report_times(bench)
+        figures["agent_fault_to_report_s"] = quantiles(
+            [reported[n] - injected[n] for n in targets if n in reported]
+        )
+        figures["operator_report_to_cordon_s"] = quantiles(
+            [cordoned[n] - reported[n] for n in targets if n in cordoned and n in reported]
+        )
+    emit("detection", figures, bench=bench, as_json=args.json)
 
 
 def report_times(bench: Bench) -> dict[str, float]:
@@ -161,70 +172,99 @@ def steady(args: argparse.Namespace, directory: Path) -> None:
     assert reports is not None, "steady measures report to cordon: no --sim-agents"
     try:
         time.sleep(SETTLE_SECONDS)
-        targets = spread(node_names(args.nodes), args.count)
-        watch = CordonWatch(bench.api, targets)
-        usage = Usage(bench).begin()
-        started = time.monotonic()
-        latencies = []
-        for node in targets:
-            sent = reports.write(node, failing=True)
-            if watch.wait([node], timeout=60):
-                latencies.append(watch.cordoned[node] - sent)
-            time.sleep(args.gap)
-        seconds = time.monotonic() - started
-        spent = usage.since()
-        emit(
-            "steady",
-            {
-                "nodes": args.nodes,
-                "faults": len(targets),
-                "cordoned": len(latencies),
-                "gap_s": args.gap,
-                "report_to_cordon_s": quantiles(latencies),
-                "heartbeats_per_s": round(args.nodes / 300, 1),
-                "operator_cpu_share": round(spent["cpu_s"] / seconds, 4),
-                "decisions_per_s": round(spent["decisions"] / seconds, 1),
-                "operator_cpu_ms_per_decision": round(
-                    1000 * spent["cpu_s"] / max(1, spent["decisions"]), 3
-                ),
-                **memory(bench.operator_pid),
-            },
-            bench=bench,
-            as_json=args.json,
-        )
+        one_by_one(bench, reports, args, targets=spread(node_names(args.nodes), args.count))
     finally:
         reports.stop()
         bench.close()
+
+
+def one_by_one(
+    bench: Bench, reports: FleetReports, args: argparse.Namespace, *, targets: list[str]
+) -> None:
+    watch = CordonWatch(bench.api, targets)
+    usage = Usage(bench).begin()
+    started = time.monotonic()
+    latencies = []
+    for node in targets:
+        sent = reports.write(node, failing=True)
+        if watch.wait([node], timeout=60):
+            latencies.append(watch.cordoned[node] - sent)
+        time.sleep(args.gap)
+    seconds = time.monotonic() - started
+    spent = usage.since()
+    emit(
+        "steady",
+        {
+            "nodes": args.nodes,
+            "faults": len(targets),
+            "cordoned": len(latencies),
+            "gap_s": args.gap,
+            "report_to_cordon_s": quantiles(latencies),
+            "heartbeats_per_s": round(args.nodes / 300, 1),
+            "operator_cpu_share": round(spent["cpu_s"] / seconds, 4),
+            "decisions_per_s": round(spent["decisions"] / seconds, 1),
+            "operator_cpu_ms_per_decision": round(
+                1000 * spent["cpu_s"] / max(1, spent["decisions"]), 3
+            ),
+            **memory(bench.operator_pid),
+        },
+        bench=bench,
+        as_json=args.json,
+    )
 
 
 def idle(args: argparse.Namespace, directory: Path) -> None:
     bench, reports = healthy_fleet(args, directory)
     try:
         time.sleep(30)
-        usage = Usage(bench).begin()
-        writes_before = apiserver_status_writes(bench.api)
-        with profiled(bench, args) as profile:
-            time.sleep(args.seconds)
-        spent = usage.since()
-        writes = (apiserver_status_writes(bench.api) - writes_before) / args.seconds
-        figures: dict[str, Any] = {
-            "nodes": args.nodes,
-            "seconds": args.seconds,
-            **memory(bench.operator_pid),
-            "operator_cpu_share": round(spent["cpu_s"] / args.seconds, 4),
-            "decisions_per_s": round(spent["decisions"] / args.seconds, 1),
-            "operator_cpu_ms_per_decision": round(
-                1000 * spent["cpu_s"] / max(1, spent["decisions"]), 3
-            ),
-            "gpunode_status_writes_per_s": round(writes, 2),
-            "gpunode_objects": len(bench.gpunode_phases()),
-        }
-        if profile:
-            figures["profile_top_self"] = hottest(profile)
-        emit("idle", figures, bench=bench, as_json=args.json)
+        quiet(bench, args)
     finally:
         if reports is not None:
             reports.stop()
+        bench.close()
+
+
+def quiet(bench: Bench, args: argparse.Namespace) -> None:
+    usage = Usage(bench).begin()
+    writes_before = apiserver_status_writes(bench.api)
+    with profiled(bench, args) as profile:
+        time.sleep(args.seconds)
+    spent = usage.since()
+    writes = (apiserver_status_writes(bench.api) - writes_before) / args.seconds
+    figures: dict[str, Any] = {
+        "nodes": args.nodes,
+        "seconds": args.seconds,
+        **memory(bench.operator_pid),
+        "operator_cpu_share": round(spent["cpu_s"] / args.seconds, 4),
+        "decisions_per_s": round(spent["decisions"] / args.seconds, 1),
+        "operator_cpu_ms_per_decision": round(
+            1000 * spent["cpu_s"] / max(1, spent["decisions"]), 3
+        ),
+        "gpunode_status_writes_per_s": round(writes, 2),
+        "gpunode_objects": len(bench.gpunode_phases()),
+    }
+    if profile:
+        figures["profile_top"] = hottest(profile)
+    emit("idle", figures, bench=bench, as_json=args.json)
+
+
+def scale(args: argparse.Namespace, directory: Path) -> None:
+    """idle, then steady (``--count`` faults one at a time), then a burst of
+    ``--faults`` at once, on one cluster: three figures for one start of a large
+    devcluster."""
+    bench, reports = healthy_fleet(args, directory)
+    assert reports is not None, "scale writes the agents' reports itself: no --sim-agents"
+    try:
+        time.sleep(SETTLE_SECONDS)
+        quiet(bench, args)
+        names = node_names(args.nodes)
+        single = spread(names, args.count)
+        one_by_one(bench, reports, args, targets=single)
+        time.sleep(30)  # the single faults' drains and status writes are over
+        rest = [n for n in names if n not in set(single)]
+        burst(bench, reports, args, targets=spread(rest, args.faults))
+    finally:
+        reports.stop()
         bench.close()
 
 
@@ -251,8 +291,9 @@ def profiled(bench: Bench, args: argparse.Namespace) -> Any:
         print(f"operator profile (collapsed stacks): {out}", flush=True)
 
 
-def hottest(profile: Path, top: int = 12) -> list[tuple[str, float]]:
-    """The functions most samples were in (anywhere on the stack), as shares."""
+def hottest(profile: Path, top: int = 15) -> list[tuple[str, float]]:
+    """The functions most samples were in, anywhere on the stack (their share of all
+    samples), leaving out the event loop's and the threads' own frames."""
     inclusive: collections.Counter[str] = collections.Counter()
     total = 0
     for line in profile.read_text().splitlines():
@@ -261,18 +302,24 @@ def hottest(profile: Path, top: int = 12) -> list[tuple[str, float]]:
             continue
         samples = int(count)
         total += samples
-        frames = {frame.split(" (")[0] + " " + frame.split("/")[-1].split(":")[0].rstrip(")")
-                  for frame in stack.split(";")}  # fmt: skip
-        for frame in frames:
+        # "function (path/file.py:123)" without the line: one entry per function.
+        for frame in {f.rsplit(":", 1)[0] + ")" for f in stack.split(";")}:
             inclusive[frame] += samples
-    return [(name, round(n / max(1, total), 3)) for name, n in inclusive.most_common(top)]
+    shared = {name for name in inclusive if any(part in name for part in PLUMBING)}
+    return [
+        (name, round(n / max(1, total), 3))
+        for name, n in inclusive.most_common(top + len(shared))
+        if name not in shared
+    ][:top]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("scenario", choices=["detection", "steady", "idle", "drain", "training"])
+    parser.add_argument(
+        "scenario", choices=["detection", "steady", "idle", "scale", "drain", "training"]
+    )
     parser.add_argument("--nodes", type=int, default=None)
     parser.add_argument("--faults", type=int, default=150)
     parser.add_argument("--count", type=int, default=100, help="steady: faults, one at a time")
@@ -285,12 +332,20 @@ def main() -> None:
     parser.add_argument("--profile-dir", default="bench-profiles")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    defaults = {"detection": 1500, "steady": 4000, "idle": 4000, "drain": 50, "training": 750}
+    defaults = {
+        "detection": 1500,
+        "steady": 4000,
+        "idle": 4000,
+        "scale": 4000,
+        "drain": 50,
+        "training": 750,
+    }
     args.nodes = args.nodes or defaults[args.scenario]
     scenarios = {
         "detection": detection,
         "steady": steady,
         "idle": idle,
+        "scale": scale,
         "drain": drain,
         "training": training,
     }
