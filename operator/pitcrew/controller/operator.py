@@ -191,6 +191,13 @@ def register(registry: kopf.OperatorRegistry, shell: Shell) -> None:
         # The resources are known; scanning CRDs would need RBAC on CRDs cluster-wide.
         settings.scanning.disabled = True
         settings.watching.server_timeout = 300
+        # Initial lists a page at a time (kopf lists everything in one answer by
+        # default: 10,000 Nodes at once hold the apiserver's memory and ours).
+        settings.watching.chunk_size = 500
+        # A worker per object lives this long after its last event, holding that
+        # event: after the initial lists of 10,000 Nodes and GPUNodes, five seconds
+        # of them at once was the operator's peak memory.
+        settings.queueing.idle_timeout = 1.0
         settings.networking.request_timeout = 60
         loop = asyncio.get_running_loop()
         tasks.extend([loop.create_task(shell.rounds.run()), loop.create_task(shell.account())])
