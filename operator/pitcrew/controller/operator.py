@@ -195,8 +195,8 @@ def register(registry: kopf.OperatorRegistry, shell: Shell) -> None:
         # default: 10,000 Nodes at once hold the apiserver's memory and ours).
         settings.watching.chunk_size = 500
         # A worker per object lives this long after its last event, holding that
-        # event: after the initial lists of 10,000 Nodes and GPUNodes, five seconds
-        # of them at once was the operator's peak memory.
+        # event (the whole object): kopf's 5 s default keeps five seconds' worth of
+        # the initial lists' objects in memory beside the store's slim copies.
         settings.queueing.idle_timeout = 1.0
         settings.networking.request_timeout = 60
         loop = asyncio.get_running_loop()
