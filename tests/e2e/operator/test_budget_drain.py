@@ -54,6 +54,13 @@ class PodWatch:
         self._thread.start()
 
     def _run(self) -> None:
+        try:
+            self._follow()
+        except Exception:
+            if not self._stop.is_set():  # closed under the reader by stop(): expected
+                raise
+
+    def _follow(self) -> None:
         for line in self._response:
             if self._stop.is_set():
                 return
