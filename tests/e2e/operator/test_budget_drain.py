@@ -76,8 +76,11 @@ class PodWatch:
             self.fewest = min(self.fewest, sum(self.pods.values()))
 
     def stop(self) -> None:
+        """End the watch: shutting the socket down wakes the reader (closing the
+        response from this thread would first read the endless stream to its end)."""
         self._stop.set()
-        self._response.close()
+        self._response.shutdown()
+        self._thread.join(timeout=10)
 
 
 def test_a_drain_of_three_nodes_never_takes_more_pods_than_the_budget_allows(
