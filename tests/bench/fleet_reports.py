@@ -89,8 +89,14 @@ class FleetReports:
         uids = {n["metadata"]["name"]: n["metadata"]["uid"] for n in list_all(self.api, NODES)}
 
         def one(node: str) -> None:
-            gpunodes.ensure(self.api, node=node, node_uid=uids[node])
-            self.write(node)
+            try:
+                self.write(node)
+            except client.ApiException as error:
+                if error.status != 404:
+                    raise
+                # The operator has not created it yet: as the agent does, create it.
+                gpunodes.ensure(self.api, node=node, node_uid=uids[node])
+                self.write(node)
 
         with ThreadPoolExecutor(max_workers=workers) as pool:
             list(pool.map(one, self.nodes))

@@ -4,6 +4,7 @@ Usage (``--json`` adds one JSON line of every figure; ``--no-pin`` shares the
 cores instead of giving the operator its own):
 
     python tests/bench/operator_bench.py detection [--nodes 1500] [--faults 150] [--sim-agents]
+    python tests/bench/operator_bench.py detection --nodes 1500 --bursts 150,375
     python tests/bench/operator_bench.py steady [--nodes 4000] [--count 100]
     python tests/bench/operator_bench.py idle [--nodes 4000] [--seconds 120] [--profile]
     python tests/bench/operator_bench.py scale [--nodes 4000] [--count 100] [--faults 1000]
@@ -100,7 +101,12 @@ def detection(args: argparse.Namespace, directory: Path) -> None:
     bench, reports = healthy_fleet(args, directory)
     try:
         time.sleep(SETTLE_SECONDS)  # steady state: the first decisions and writes are over
-        burst(bench, reports, args, targets=spread(node_names(args.nodes), args.faults))
+        left = node_names(args.nodes)
+        for count in args.bursts or [args.faults]:
+            targets = spread(left, count)
+            burst(bench, reports, args, targets=targets)
+            left = [n for n in left if n not in set(targets)]
+            time.sleep(SETTLE_SECONDS)  # the last burst's drains and writes are over
     finally:
         if reports is not None:
             reports.stop()
@@ -322,6 +328,12 @@ def main() -> None:
     )
     parser.add_argument("--nodes", type=int, default=None)
     parser.add_argument("--faults", type=int, default=150)
+    parser.add_argument(
+        "--bursts",
+        type=lambda text: [int(n) for n in text.split(",")],
+        default=None,
+        help="detection: several bursts one after the other, e.g. 150,375",
+    )
     parser.add_argument("--count", type=int, default=100, help="steady: faults, one at a time")
     parser.add_argument("--gap", type=float, default=1.0, help="steady: seconds between faults")
     parser.add_argument("--pods", type=int, default=30)
