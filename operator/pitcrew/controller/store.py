@@ -89,6 +89,10 @@ def decided_by(node: Object) -> tuple[Any, ...]:
     )
 
 
+def _spec_of(obj: Object | None) -> Any:
+    return None if obj is None else obj.get("spec")
+
+
 def _version(obj: Object) -> int | None:
     try:
         return int(obj.get("metadata", {}).get("resourceVersion", ""))
@@ -284,7 +288,9 @@ class Store:
             "run": self.runs,
             "window": self.windows,
         }[kind]
-        if kind == "policy":
+        if kind == "policy" and (deleted or _spec_of(table.get(name)) != _spec_of(obj)):
+            # Its selector may have moved: every node's match, and so every pool, with
+            # it. Not on a status write (the operator's own, every few rounds).
             self._policy_epoch += 1
             self.fleet_revision += 1
         if deleted:

@@ -127,3 +127,23 @@ def test_a_kubelets_status_heartbeat_queues_no_decision_a_ready_flip_does() -> N
     relabelled["metadata"]["resourceVersion"] = version()
     relabelled["metadata"]["labels"]["pitcrew.dev/managed"] = "false"
     assert store.put("node", relabelled) == "n0"
+
+
+def test_a_policy_status_write_keeps_every_nodes_match_and_the_fleet() -> None:
+    store = Store()
+    store.put("node", node_object("n0"))
+    policy = policy_object()
+    store.put("policy", policy)
+    assert store.policies_of("n0") == ("fleet",)
+    revision = store.fleet_revision
+    written = copy.deepcopy(policy)
+    written["metadata"]["resourceVersion"] = version()
+    written["status"] = {"nodes": 1}
+    store.put("policy", written)
+    assert store.fleet_revision == revision
+    narrowed = copy.deepcopy(written)
+    narrowed["metadata"]["resourceVersion"] = version()
+    narrowed["spec"]["nodeSelector"] = {"matchLabels": {"pool": "other"}}
+    store.put("policy", narrowed)
+    assert store.fleet_revision > revision
+    assert store.policies_of("n0") == ()
