@@ -265,11 +265,17 @@ class RoundLoop:
             if rest is not None and rest[0] > now:
                 _, policy, signature = rest
                 if policy not in signatures:
-                    signatures[policy] = fleet_signature(self.fleet(policy))
+                    signatures[policy] = self._signature(policy)
                 if signatures[policy] == signature:
                     continue
             found.append(name)
         return found
+
+    def _signature(self, policy: str) -> Hashable:
+        """The pool's :func:`fleet_signature` now; None (no resting node's) when the
+        policy is gone or does not parse."""
+        view = self.store.policy(policy) if policy in self.store.policies else None
+        return None if view is None else fleet_signature(self.fleet(policy), view)
 
     def next_batch(self) -> set[str]:
         """Nodes with news (:data:`ROUND_MAX` at most), then a chunk of the resync;
@@ -409,7 +415,7 @@ class RoundLoop:
         metrics.DECISIONS.labels("unchanged").inc()
         until = quiet_until(state, decision, policy, now)
         if until is not None:
-            self.resting[state.node.name] = (until, policy.name, fleet_signature(fleet))
+            self.resting[state.node.name] = (until, policy.name, fleet_signature(fleet, policy))
 
     def launch(self, plan: Plan) -> None:
         """Execute ``plan`` without holding up the next round; until it is done the

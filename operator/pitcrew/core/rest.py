@@ -9,10 +9,11 @@ known in advance. Deciding such a node every resync changes nothing and, at
 10,000 nodes and a 15-second resync, costs the operator about 700 decisions a
 second; skipping it until its earliest deadline costs nothing but a map of times.
 
-A node rests only while its fleet stays as it was when it was decided (the round
-loop compares :func:`fleet_signature`): spares to hold and verification slots
-depend on the rest of the pool, and a node's phase change anywhere in it brings
-the whole pool back into the resync, as before. :data:`REST_MAX` bounds every
+A node rests only while what it reads of its pool stays as it was when it was
+decided (the round loop compares :func:`fleet_signature`): whether the pool holds
+fewer or more spares than it wants. A fault elsewhere that changes that brings the
+whole pool back into the resync; one that does not (no spares configured, the
+usual case) leaves the resting nodes resting. :data:`REST_MAX` bounds every
 rest, so a rule this module does not know of is late by minutes at most.
 """
 
@@ -22,7 +23,7 @@ import datetime
 from collections.abc import Hashable
 
 from gpuhealth.report import CheckStatus
-from pitcrew.api.vocabulary import IN_SERVICE
+from pitcrew.api.vocabulary import IN_SERVICE, UNHEALTHY
 from pitcrew.core.lifecycle import HEARTBEAT_MISSES, Decision
 from pitcrew.core.views import FleetView, NodeState, PolicyView
 
@@ -58,12 +59,10 @@ def quiet_until(
     return until if until > now else None
 
 
-def fleet_signature(fleet: FleetView) -> Hashable:
-    """What of a pool a resting node's decision reads: equal signatures, same decision."""
-    return (
-        fleet.total,
-        tuple(sorted((phase.value, n) for phase, n in fleet.phases.items())),
-        fleet.spares,
-        fleet.refused,
-        fleet.verifying,
-    )
+def fleet_signature(fleet: FleetView, policy: PolicyView) -> Hashable:
+    """What of its pool a resting node's decision reads: whether spares are short or
+    over (``_healthy``, ``_spare``). The breaker, the drain and remediation limits
+    and the verification slots are read only by nodes in motion, with a finding or
+    with a verification due, none of which rests. Equal signatures, same decision."""
+    wanted = max(0, policy.spec.spares.count - fleet.count(*UNHEALTHY))
+    return (len(fleet.spares), wanted)

@@ -276,16 +276,24 @@ def test_the_resync_skips_resting_nodes_until_their_time_or_their_pool_changes()
     assert sorted(shell.rounds.due()) == NODES  # five minutes at most
 
 
-def test_a_change_in_the_pool_brings_its_resting_nodes_back_into_the_resync() -> None:
+def test_a_fault_elsewhere_leaves_resting_nodes_resting_unless_spares_move() -> None:
     shell = settled_fleet()
     shell.round()
     shell.fail("n3")
-    shell.round("n3")  # out of service: the spares and the breaker's count moved
+    shell.settle()
     assert shell.phase("n3") in UNHEALTHY
-    assert sorted(shell.rounds.due()) == NODES
-    shell.settle()  # decided under the pool as it now is: they rest again, n3 does not
-    assert shell.phase("n3") in UNHEALTHY
-    assert shell.rounds.due() == ["n3"]
+    assert shell.rounds.due() == ["n3"]  # no spares to hold: nothing the others read moved
+    holding = Shell(
+        nodes={n: healthy_status() for n in NODES},
+        policy=policy_object(safety={"maxUnhealthy": 1}, spares={"count": 2}),
+    )
+    holding.settle()
+    holding.round()
+    assert holding.rounds.due() == []
+    healthy = [n for n in NODES if holding.phase(n) is Phase.HEALTHY]
+    holding.fail(healthy[0])
+    holding.round(healthy[0])  # one out: the pool wants one spare fewer
+    assert set(holding.rounds.due()) >= set(healthy[1:])
 
 
 def test_no_more_plans_are_handed_out_than_max_in_flight(monkeypatch: pytest.MonkeyPatch) -> None:

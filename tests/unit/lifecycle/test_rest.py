@@ -69,9 +69,18 @@ def test_a_due_verification_or_a_coming_window_ends_the_rest() -> None:
     assert quiet_until(then, decision, plain, T0) == T0 + 3 * MINUTE
 
 
-def test_the_signature_changes_with_anything_of_the_pool_a_decision_reads() -> None:
-    base = fleet()
-    assert fleet_signature(base) == fleet_signature(fleet())
-    for other in (fleet(quarantined=1), fleet(spares=("n1",)), replace(base, verifying=1),
-                  replace(base, refused=1), fleet(total=11)):  # fmt: skip
-        assert fleet_signature(other) != fleet_signature(base)
+def test_the_signature_moves_only_with_what_a_resting_node_reads_of_its_pool() -> None:
+    without_spares = policy()
+    assert fleet_signature(fleet(), without_spares) == fleet_signature(
+        fleet(quarantined=2, draining=1), without_spares
+    )  # faults elsewhere: nothing a resting node decides by
+    holding_two = policy(spares={"count": 2})
+    base = fleet(spares=("n1", "n2"), spare=2)
+    assert fleet_signature(base, holding_two) == fleet_signature(
+        replace(base, verifying=1, refused=1), holding_two
+    )
+    for other in (
+        fleet(spares=("n1",), spare=1),
+        fleet(spares=("n1", "n2"), spare=2, quarantined=1),
+    ):
+        assert fleet_signature(other, holding_two) != fleet_signature(base, holding_two)
