@@ -11,6 +11,11 @@ Everything derived from an object (its parsed status, the policies a Node
 matches) is computed once per ``resourceVersion``: the fleet summary that
 every decision needs walks all nodes, and at thousands of nodes it must be
 a walk over cached tuples, not over parsing and label matching.
+
+What is kept is what decisions read (:func:`kept`), and a GPUNode's status is
+kept packed, with a :class:`~pitcrew.core.fleet.Summary` per node and the last
+used parsed statuses beside it: at 4,000 nodes the store holds about 50 MiB
+where full objects and parsed statuses held over 500 (design record 008).
 """
 
 from __future__ import annotations
