@@ -193,6 +193,18 @@ def workload(bench: Bench, apps: dict[str, dict[str, Any]], max_unavailable: str
     print(f"{expected} pods running", flush=True)
 
 
+def pitcrew_nodes(bench: Bench, names: list[str]) -> FleetReports:
+    """``names`` under Pitcrew's policy, Healthy, their agents' heartbeats flowing."""
+    label(bench, names, "pitcrew")
+    bench.policy({HALF: "pitcrew"}, maxUnhealthy="100%")
+    bench.start(sim_agents=False)
+    reports = FleetReports(bench.api, names, heartbeat=300.0)
+    reports.first()
+    reports.start_heartbeats()
+    bench.wait_healthy(len(names))
+    return reports
+
+
 def pitcrew_drain(bench: Bench, reports: FleetReports, targets: list[str]) -> float:
     """Fatal XID reports on ``targets`` at once; seconds until no work pod is left on them."""
     started = time.monotonic()
@@ -221,13 +233,7 @@ def drain(args: argparse.Namespace, directory: Path) -> None:
     audit = Audit(directory / "audit.log")
     try:
         label(bench, kubectl_half, "kubectl")
-        label(bench, pitcrew_half, "pitcrew")
-        bench.policy({HALF: "pitcrew"}, maxUnhealthy="100%")
-        bench.start(sim_agents=False)
-        reports = FleetReports(bench.api, pitcrew_half, heartbeat=300.0)
-        reports.first()
-        reports.start_heartbeats()
-        bench.wait_healthy(n)
+        reports = pitcrew_nodes(bench, pitcrew_half)
         workload(
             bench, {f"app-{a}": deployment(f"app-{a}", 2 * n) for a in range(args.pods)}, "20%"
         )
@@ -278,13 +284,7 @@ def training(args: argparse.Namespace, directory: Path) -> None:
     bench = audited_bench(directory, 2 * n, args)
     audit = Audit(directory / "audit.log")
     try:
-        label(bench, targets, "pitcrew")
-        bench.policy({HALF: "pitcrew"}, maxUnhealthy="100%")
-        bench.start(sim_agents=False)
-        reports = FleetReports(bench.api, targets, heartbeat=300.0)
-        reports.first()
-        reports.start_heartbeats()
-        bench.wait_healthy(n)
+        reports = pitcrew_nodes(bench, targets)
         # Two nodes per job, two 4-GPU pods per node: the fleet is full.
         jobs = {f"job-{j}": deployment(f"job-{j}", 4, gpus=4, spread=False) for j in range(n // 2)}
         workload(bench, jobs, "1")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from shell_fakes import T0, Shell, healthy_status, policy_object, version
 
 from pitcrew.api.gpunode import Phase
@@ -61,7 +62,9 @@ def test_a_drain_evicts_within_the_budget_and_resumes_when_it_changes() -> None:
     assert len(set(asked)) == 2
 
 
-def test_an_eviction_the_apiserver_refused_spends_nothing_of_the_budget() -> None:
+def test_an_eviction_the_apiserver_refused_spends_nothing_of_the_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A throttled apiserver answers 429 too: the pod must be asked for again, not
     wait for a budget version that will never come."""
     shell = Shell(nodes={"n1": healthy_status(), "n2": healthy_status()}, policy=policy_object())
@@ -75,7 +78,7 @@ def test_an_eviction_the_apiserver_refused_spends_nothing_of_the_budget() -> Non
         asked.extend(keys)
         return EvictionResult(blocked=dict.fromkeys(keys, "Too many requests"))
 
-    shell.cluster.evict = throttled  # type: ignore[method-assign]
+    monkeypatch.setattr(shell.cluster, "evict", throttled)
     shell.fail("n1")
     for _ in range(4):
         shell.round("n1")
