@@ -95,10 +95,20 @@ def test_a_failing_prolog_keeps_the_job_off_the_broken_node(prolog_slurm: SlurmC
     )
     assert reason.startswith("gpuhealth: xid gpu2: XID 79"), (found, reason)
     # The job never ran there: Slurm requeued it (held, as Slurm does after a failed
-    # launch) instead of running it on the broken GPU.
-    shown = prolog_slurm.run("scontrol", "-o", "show", "job", job)
-    assert "JobState=PENDING" in shown, shown
+    # launch) instead of running it on the broken GPU. The prolog drains the node
+    # before it exits, so for a moment the node is drained while slurmctld has not yet
+    # heard that the prolog failed and still shows the job as launching (RUNNING).
+    shown = eventually(
+        lambda: (
+            "JobState=PENDING" in (found := prolog_slurm.run("scontrol", "-o", "show", "job", job))
+            and found
+        ),
+        timeout=60,
+        what=f"job {job} requeued after its prolog failed",
+    )
     assert "Restarts=1" in shown, shown
+    output = prolog_slurm.directory / f"slurm-{job}.out"
+    assert not output.exists() or "ran on" not in output.read_text()
     # A healthy node's prolog passes and its jobs run.
     ran = prolog_slurm.run("sbatch", "--parsable", "-w", healthy, "--wrap", "true").strip()
     eventually(
