@@ -39,7 +39,7 @@ from pitcrew.controller.settings import OperatorSettings
 from pitcrew.controller.slurm import SlurmWatch
 from pitcrew.controller.store import Store
 from pitcrew.core import actions as a
-from pitcrew.core.budgets import plan_evictions
+from pitcrew.core.budgets import BudgetLedger
 from pitcrew.core.convert import gpu_capacity
 from pitcrew.core.lifecycle import Decision
 from pitcrew.core.node_edits import NodeAction
@@ -67,9 +67,16 @@ class Plan:
     before: GPUNodeStatus
 
 
-SPENT_FOR = datetime.timedelta(seconds=30)
-"""How long an accepted eviction is counted against a budget whose watch has not
-reported its next version: a lagging watch holds a drain no longer than this."""
+PROGRESS_EVERY = datetime.timedelta(seconds=5)
+"""How often a drain's progress alone is written to its GPUNode's status, at most."""
+
+
+def _same_drain(stored: GPUNodeStatus, newer: GPUNodeStatus) -> bool:
+    return (
+        stored.drain is not None
+        and newer.drain is not None
+        and stored.drain.started_at == newer.drain.started_at
+    )
 
 
 class NotLeadingError(RuntimeError):
@@ -108,15 +115,19 @@ class Executor:
         self._remediation_errors: dict[str, str] = {}
         self._rungs: dict[str, str] = {}
         """The key of the rung this process last started or resumed, by node."""
-        self._spent: dict[str, tuple[str, int, datetime.datetime]] = {}
-        """Evictions made under each PodDisruptionBudget since the version of it last
-        read: the apiserver has counted them, the watch may not have said so yet."""
+        self._ledger = BudgetLedger()
+        """What every drain asked of each PodDisruptionBudget that its watch does not
+        show yet (:mod:`pitcrew.core.budgets`)."""
         self._recorded: set[tuple[str, str, str]] = set()
         self._waits_said: dict[str, tuple[datetime.datetime | None, set[str]]] = {}
         """Per node, the drain (its start) and the budgets it said it waits for."""
         self._failures: dict[str, int] = {}
         """Consecutive failed executions per node: a node that keeps failing is retried
         with backoff, never in a tight loop."""
+        self._progress: dict[str, GPUNodeStatus] = {}
+        """Per node, a drain's progress not written yet (:meth:`_write_status`)."""
+        self._progress_written: dict[str, datetime.datetime] = {}
+        """Per draining node, when its status was last written."""
 
     # -- what the round loop asks ---------------------------------------------------------
 
@@ -124,6 +135,10 @@ class Executor:
         """The stored status with what the executor learnt since (a remediator that
         failed to start) folded in, so the next decision sees it and escalates."""
         status = self.store.status(name)
+        with self._lock:
+            progress = self._progress.get(name)
+        if progress is not None and _same_drain(status, progress):
+            status = status.model_copy(update={"drain": progress.drain})
         remediation = status.remediation
         if remediation is None:
             return status
@@ -289,34 +304,32 @@ class Executor:
         return True
 
     def _evict(self, plan: Plan, action: a.Evict, status: GPUNodeStatus) -> GPUNodeStatus:
-        budgets = self.store.disruption_budgets()
         labels = {
             p.key: (self.store.pods.get(p.key) or {}).get("metadata", {}).get("labels") or {}
             for p in action.pods
         }
         now = self.clock()
-        current = {b.key: b.version for b in budgets}
         with self._lock:
-            # Evictions counted against a budget's version until the watch brings a newer
-            # one, and never for longer than SPENT_FOR.
-            self._spent = {
-                k: (v, n, at)
-                for k, (v, n, at) in self._spent.items()
-                if current.get(k) == v and now - at < SPENT_FOR
-            }
-            spent = {k: n for k, (_, n, _) in self._spent.items()}
-        chosen = plan_evictions(action.pods, labels, budgets, spent)
-        result = self.cluster.evict(
-            chosen.now,
-            backoff=self.backoff,
-            now=now,
-            parallelism=plan.policy.spec.safety.drain.max_parallel_evictions,
-        )
+            chosen = self._ledger.take(
+                action.pods,
+                labels,
+                self.store.disruption_budgets(),
+                shown=self.store.disrupted,
+                now=now,
+            )
+        try:
+            result = self.cluster.evict(
+                chosen.now,
+                backoff=self.backoff,
+                now=now,
+                parallelism=plan.policy.spec.safety.drain.max_parallel_evictions,
+            )
+        except Exception:
+            with self._lock:  # what was not answered holds no room
+                self._ledger.settle(chosen, accepted=())
+            raise
         with self._lock:
-            for pod in result.evicted:  # only what the apiserver accepted counts
-                for key in chosen.covering.get(pod, ()):
-                    version, count, at = self._spent.get(key, (current[key], 0, now))
-                    self._spent[key] = (version, count + 1, at)
+            self._ledger.settle(chosen, accepted=result.evicted)
         for pod, budget_key in chosen.waiting.items():
             # Not asked for: the budget's next change wakes the drain (no timer, no 429).
             result.budgets.setdefault(pod, budget_key)
@@ -474,10 +487,39 @@ class Executor:
         self.requeue(node, 0)
 
     def _write_status(self, node: str, status: GPUNodeStatus) -> None:
+        """Write what changed. A drain's progress alone (pods left, evicted, the budget
+        it waits for) is written at most every :data:`PROGRESS_EVERY`: fifty drains
+        woken by every budget change would otherwise write once per eviction. Until
+        then :meth:`known` hands it to the next decision, which writes it."""
         owned = gpunodes.AGENT_FIELDS | gpunodes.PROBE_FIELDS
         fields = gpunodes.status_fields(status, exclude=owned)
         current = self.store.status(node)
         if gpunodes.status_fields(current, exclude=owned) == fields:
+            with self._lock:
+                self._progress.pop(node, None)
+            return
+        now = self.clock()
+        with self._lock:
+            last = self._progress_written.get(node)
+            hold = (
+                last is not None
+                and now - last < PROGRESS_EVERY
+                and _same_drain(current, status)
+                and gpunodes.status_fields(
+                    current.model_copy(update={"drain": status.drain}), exclude=owned
+                )
+                == fields
+            )
+            if hold:
+                self._progress[node] = status
+        if hold and last is not None:
+            self.requeue(node, (last + PROGRESS_EVERY - now).total_seconds())
             return
         written = self.cluster.apply_gpunode_status(node=node, status=fields)
         self.store.put("gpunode", written)
+        with self._lock:
+            self._progress.pop(node, None)
+            if status.drain is None:
+                self._progress_written.pop(node, None)
+            else:
+                self._progress_written[node] = now

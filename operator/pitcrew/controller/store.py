@@ -53,6 +53,10 @@ DEPARTED_MAX = 10_000
 beyond it loses only the stop times of the rest, never a pod still running)."""
 
 
+DISRUPTED_KEPT = 4096
+"""Pod names remembered per PodDisruptionBudget from its ``disruptedPods``, the oldest
+forgotten first: twice the 2,000 the apiserver lets one budget list at once."""
+
 NODE_STATUS_KEPT = frozenset({"conditions", "capacity", "allocatable", "addresses"})
 """What the operator reads of a Node's status (and ``nodeInfo.bootID``): a GPU node's
 image list alone can outweigh everything else Pitcrew keeps of it."""
@@ -117,6 +121,7 @@ class Store:
         """PodDisruptionBudgets, by ``namespace/name``: a drain asks only for the
         evictions they allow (:mod:`pitcrew.core.budgets`)."""
         self._budgets: dict[str, tuple[Any, Budget | None]] = {}
+        self._disrupted: dict[str, OrderedDict[str, None]] = {}
         self.node_maintenances: dict[str, Object] = {}
         """medik8s NodeMaintenances, by name (polled: the API may not exist)."""
         self._windows: dict[tuple[str, str, Any], Window | None] = {}
@@ -399,8 +404,23 @@ class Store:
         if deleted:
             self.budgets.pop(key, None)
             self._budgets.pop(key, None)
+            self._disrupted.pop(key, None)
         elif self._newer(self.budgets.get(key), obj):
             self.budgets[key] = obj
+            shown = self._disrupted.setdefault(key, OrderedDict())
+            for pod in (obj.get("status") or {}).get("disruptedPods") or {}:
+                shown[pod] = None
+                shown.move_to_end(pod)
+            while len(shown) > DISRUPTED_KEPT:
+                shown.popitem(last=False)
+
+    def disrupted(self, key: str) -> frozenset[str]:
+        """The pods (by name) any watched version of budget ``key`` listed in
+        ``status.disruptedPods``: the apiserver adds a pod there in the same write that
+        counts its eviction, so a version that lists it, and every later one, counts
+        it. Kept across versions because the budget's controller removes the pod once
+        it is seen terminating, which may be before the drain looks again."""
+        return frozenset(self._disrupted.get(key) or ())
 
     def take_departed(self) -> list[Object]:
         """The training pods deleted since the last call (each is handed out once)."""

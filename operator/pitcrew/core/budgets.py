@@ -4,24 +4,33 @@ The apiserver enforces a budget on every eviction and answers 429 when it does n
 allow one; asking for every pod and retrying each refusal on a timer, as a naive
 drain does, spends most of a large drain's requests on refusals. Pitcrew reads the
 budgets' ``status.disruptionsAllowed`` from its watch and asks only for as many
-pods per budget as it allows, counting the evictions it made since the version of
-the budget it read (the apiserver lowers ``disruptionsAllowed`` on each eviction,
-and the watch reports it a moment later). A pod waiting for a budget is asked for
-again when the budget changes, not on a timer. The apiserver stays the authority:
-a budget Pitcrew has not seen yet, or a race, still ends in a 429, retried with
-backoff as before. Only evictions the apiserver accepted are counted, and only for
-a short while: a refused request (a throttled apiserver answers 429 too) spends
-nothing, and a watch that lags cannot hold a drain for longer than that.
+pods per budget as it allows, less what its :class:`BudgetLedger` holds: the
+evictions asked for and not answered yet (fifty drains on worker threads share
+thirty budgets, and each must see the room the others took), and those accepted
+that the watched budget does not show yet. The apiserver lists an evicted pod in
+the budget's ``status.disruptedPods`` in the same write that lowers
+``disruptionsAllowed``, so an accepted eviction stops being held once a watched
+version lists its pod, and in any case after :data:`HELD_FOR` (a watch that lags
+or restarts holds a drain no longer). A pod waiting for a budget is asked for again
+when the budget changes, not on a timer. The apiserver stays the authority: a
+budget Pitcrew has not seen yet, or a race, still ends in a 429, retried with
+backoff as before. A refused request (a throttled apiserver answers 429 too)
+holds nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+import datetime
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from pitcrew.core.convert import matches
 from pitcrew.core.views import PodView
+
+HELD_FOR = datetime.timedelta(seconds=30)
+"""How long an accepted eviction is held against a budget whose watched versions
+have not listed its pod: a lagging watch holds a drain no longer than this."""
 
 
 @dataclass(frozen=True)
@@ -96,3 +105,51 @@ def plan_evictions(
         counted[pod.key] = tuple(covering)
         now.append(pod)
     return EvictionPlan(now=tuple(now), waiting=waiting, covering=counted)
+
+
+@dataclass
+class BudgetLedger:
+    """The evictions the watched budgets do not count yet, per budget: one ledger for
+    all drains, so concurrent drains divide a budget's room instead of each asking
+    for all of it. Not thread-safe: its caller holds a lock around each call."""
+
+    held: dict[str, dict[str, datetime.datetime]] = field(default_factory=dict)
+    """budget key -> pod key -> when its eviction was asked for."""
+
+    def take(
+        self,
+        pods: Sequence[PodView],
+        labels: Mapping[str, Mapping[str, str]],
+        budgets: Iterable[Budget],
+        *,
+        shown: Callable[[str], Collection[str]],
+        now: datetime.datetime,
+    ) -> EvictionPlan:
+        """Plan the evictions ``pods`` may have now and hold their room until
+        :meth:`settle`. ``shown(budget)`` is the pod names the budget's watched
+        versions listed as disrupted."""
+        for key, pods_held in list(self.held.items()):
+            listed = shown(key)
+            kept = {
+                pod: since
+                for pod, since in pods_held.items()
+                if pod.split("/", 1)[-1] not in listed and now - since < HELD_FOR
+            }
+            if kept:
+                self.held[key] = kept
+            else:
+                del self.held[key]
+        chosen = plan_evictions(pods, labels, budgets, {k: len(v) for k, v in self.held.items()})
+        for pod, keys in chosen.covering.items():
+            for key in keys:
+                self.held.setdefault(key, {})[pod] = now
+        return chosen
+
+    def settle(self, chosen: EvictionPlan, accepted: Collection[str]) -> None:
+        """Give back the room of the pods ``chosen`` asked for that the apiserver did
+        not evict (refused, failed, already gone): only accepted evictions stay held."""
+        for pod, keys in chosen.covering.items():
+            if pod in accepted:
+                continue
+            for key in keys:
+                self.held.get(key, {}).pop(pod, None)

@@ -1,5 +1,6 @@
-"""The executor asks for the evictions the watched budgets allow, counts the ones it
-made until the watch brings the budget's next version, and goes on when it does."""
+"""The executor asks for the evictions the watched budgets allow, holds the ones it
+made until a watched version of the budget lists them, and goes on when the budget
+allows more."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 from shell_fakes import T0, Shell, healthy_status, policy_object, version
 
 from pitcrew.api.gpunode import Phase
+from pitcrew.controller.executor import PROGRESS_EVERY
 from pitcrew.kube.evictions import EvictionResult
 
 APP = {"app": "llm"}
@@ -28,11 +30,14 @@ def training_pod(name: str) -> dict[str, object]:
     }
 
 
-def pdb(allowed: int) -> dict[str, object]:
+def pdb(allowed: int, *, disrupted: tuple[str, ...] = ()) -> dict[str, object]:
     return {
         "metadata": {"namespace": "train", "name": "llm", "resourceVersion": version()},
         "spec": {"selector": {"matchLabels": APP}},
-        "status": {"disruptionsAllowed": allowed},
+        "status": {
+            "disruptionsAllowed": allowed,
+            "disruptedPods": dict.fromkeys(disrupted, T0.isoformat()),
+        },
     }
 
 
@@ -52,10 +57,17 @@ def test_a_drain_evicts_within_the_budget_and_resumes_when_it_changes() -> None:
     drain = shell.store.status("n1").drain
     assert drain is not None
     assert drain.blocked_by == "train/llm"
-    leaving = training_pod(asked[0].split("/")[1])
+    evicted = asked[0].split("/")[1]
+    shell.store.put("pdb", pdb(1))  # a version from before the eviction: still held
+    shell.round("n1")
+    assert len([k for keys in shell.cluster.writes("evict") for k in keys]) == 1
+    shell.store.put("pdb", pdb(0, disrupted=(evicted,)))  # the eviction's own write
+    shell.round("n1")
+    assert len([k for keys in shell.cluster.writes("evict") for k in keys]) == 1
+    leaving = training_pod(evicted)
     leaving["metadata"]["deletionTimestamp"] = T0.isoformat()  # type: ignore[index]
     shell.store.put("pod", leaving)
-    shell.store.put("pdb", pdb(1))  # the disruption controller's next count
+    shell.store.put("pdb", pdb(1))  # the disruption controller's count: room again
     shell.round("n1")
     asked = [k for keys in shell.cluster.writes("evict") for k in keys]
     assert len(asked) == 2
@@ -101,3 +113,33 @@ def test_a_drain_says_once_which_budget_it_waits_for_however_often_it_wakes() ->
     waiting = [m for _, r, m, _ in shell.events.posted if r == "EvictionBlocked"]
     assert len(waiting) == 2  # once, on the Node and on its GPUNode
     assert "train/llm allows no disruption now" in waiting[0]
+
+
+def test_a_drains_progress_is_written_at_most_every_few_seconds_and_never_lost() -> None:
+    shell = Shell(nodes={"n1": healthy_status(), "n2": healthy_status()}, policy=policy_object())
+    shell.settle()
+    for name in ("trainer-0", "trainer-1", "trainer-2"):
+        shell.store.put("pod", training_pod(name))
+    shell.store.put("pdb", pdb(3))
+    shell.fail("n1")
+    for _ in range(3):
+        shell.round("n1")
+    assert shell.phase("n1") is Phase.DRAINING
+    written = len(shell.cluster.writes("apply_gpunode_status"))
+
+    def leaves(name: str) -> None:
+        shell.store.put("pod", training_pod(name), deleted=True)
+        shell.round("n1")
+
+    leaves("trainer-0")  # progress only: held within PROGRESS_EVERY of the last write
+    leaves("trainer-1")
+    assert len(shell.cluster.writes("apply_gpunode_status")) == written
+    assert shell.requeued[-1][0] == "n1"  # decided again when it may be written
+    shell.now += PROGRESS_EVERY
+    shell.round("n1")
+    assert len(shell.cluster.writes("apply_gpunode_status")) == written + 1
+    drain = shell.store.status("n1").drain
+    assert drain is not None
+    assert (drain.evicted, drain.pending) == (3, ["train/trainer-2"])
+    leaves("trainer-2")  # the drain ends: the next phase is written at once
+    assert shell.store.status("n1").phase is Phase.REMEDIATING

@@ -147,3 +147,20 @@ def test_a_policy_status_write_keeps_every_nodes_match_and_the_fleet() -> None:
     store.put("policy", narrowed)
     assert store.fleet_revision > revision
     assert store.policies_of("n0") == ()
+
+
+def test_a_budgets_disrupted_pods_are_remembered_after_its_controller_drops_them() -> None:
+    store = Store()
+
+    def pdb(*disrupted: str) -> dict[str, object]:
+        return {
+            "metadata": {"namespace": "train", "name": "llm", "resourceVersion": version()},
+            "spec": {"selector": {"matchLabels": {"app": "llm"}}},
+            "status": {"disruptionsAllowed": 0, "disruptedPods": dict.fromkeys(disrupted, "t")},
+        }
+
+    store.put("pdb", pdb("a"))  # the eviction's write
+    store.put("pdb", pdb())  # the controller saw the pod terminating
+    assert store.disrupted("train/llm") == {"a"}
+    store.put("pdb", pdb(), deleted=True)
+    assert store.disrupted("train/llm") == frozenset()

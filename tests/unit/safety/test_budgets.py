@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
-from pitcrew.core.budgets import Budget, budget, plan_evictions
+from pitcrew.core.budgets import HELD_FOR, Budget, BudgetLedger, budget, plan_evictions
 from pitcrew.core.views import PodView
 
 
@@ -41,7 +42,7 @@ def test_only_as_many_as_the_budget_allows_and_every_uncovered_pod() -> None:
     assert plan.covering == {"train/a": ("train/llm",), "train/b": ("train/llm",), "train/d": ()}
 
 
-def test_evictions_made_since_the_version_read_are_counted() -> None:
+def test_evictions_held_against_a_budget_are_counted() -> None:
     plan = plan_evictions(
         pods("a", "b"), {"train/a": APP, "train/b": APP}, [pdb("llm", 2, APP)], {"train/llm": 2}
     )
@@ -63,3 +64,52 @@ def test_budgets_of_other_namespaces_and_selectorless_ones_cover_nothing() -> No
     assert plan_evictions(other, {"serve/a": APP}, [pdb("llm", 0, APP)], {}).now == tuple(other)
     nothing: dict[str, Any] = {"metadata": {"namespace": "train", "name": "x"}, "spec": {}}
     assert budget(nothing) is None
+
+
+T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+LABELS = {f"train/{name}": APP for name in "abcdef"}
+
+
+def nothing_shown(key: str) -> frozenset[str]:
+    return frozenset()
+
+
+def test_concurrent_drains_divide_a_budget_instead_of_each_asking_for_all_of_it() -> None:
+    ledger = BudgetLedger()
+    budgets = [pdb("llm", 2, APP)]
+    first = ledger.take(pods("a", "b"), LABELS, budgets, shown=nothing_shown, now=T0)
+    second = ledger.take(pods("c", "d"), LABELS, budgets, shown=nothing_shown, now=T0)
+    assert [p.name for p in first.now] == ["a", "b"]
+    assert second.now == ()  # asked before the first drain's answers came back
+    assert set(second.waiting) == {"train/c", "train/d"}
+
+
+def test_a_refused_eviction_gives_its_room_back_an_accepted_one_keeps_it() -> None:
+    ledger = BudgetLedger()
+    budgets = [pdb("llm", 2, APP)]
+    first = ledger.take(pods("a", "b"), LABELS, budgets, shown=nothing_shown, now=T0)
+    ledger.settle(first, accepted={"train/a"})
+    again = ledger.take(pods("c", "d"), LABELS, budgets, shown=nothing_shown, now=T0)
+    assert [p.name for p in again.now] == ["c"]
+
+
+def test_an_accepted_eviction_is_held_until_a_watched_version_lists_its_pod() -> None:
+    ledger = BudgetLedger()
+    first = ledger.take(pods("a"), LABELS, [pdb("llm", 1, APP)], shown=nothing_shown, now=T0)
+    ledger.settle(first, accepted={"train/a"})
+    # A newer version of the budget that does not list the pod yet: still held.
+    later = [pdb("llm", 1, APP, version="8")]
+    assert ledger.take(pods("b"), LABELS, later, shown=nothing_shown, now=T0).now == ()
+    listed = ledger.take(pods("b"), LABELS, later, shown=lambda key: frozenset({"a"}), now=T0)
+    assert [p.name for p in listed.now] == ["b"]
+
+
+def test_a_watch_that_never_lists_the_pod_holds_the_room_no_longer_than_held_for() -> None:
+    ledger = BudgetLedger()
+    budgets = [pdb("llm", 1, APP)]
+    first = ledger.take(pods("a"), LABELS, budgets, shown=nothing_shown, now=T0)
+    ledger.settle(first, accepted={"train/a"})
+    soon = T0 + HELD_FOR - datetime.timedelta(seconds=1)
+    assert ledger.take(pods("b"), LABELS, budgets, shown=nothing_shown, now=soon).now == ()
+    late = ledger.take(pods("b"), LABELS, budgets, shown=nothing_shown, now=T0 + HELD_FOR)
+    assert [p.name for p in late.now] == ["b"]
