@@ -67,7 +67,7 @@ class Plan:
     before: GPUNodeStatus
 
 
-PROGRESS_EVERY = datetime.timedelta(seconds=5)
+PROGRESS_EVERY = datetime.timedelta(seconds=10)
 """How often a drain's progress alone is written to its GPUNode's status, at most."""
 
 
@@ -126,6 +126,8 @@ class Executor:
         with backoff, never in a tight loop."""
         self._progress: dict[str, GPUNodeStatus] = {}
         """Per node, a drain's progress not written yet (:meth:`_write_status`)."""
+        self._unsaid: dict[str, list[str]] = {}
+        """Per node, the pods evicted since its last ``Evicted`` Event."""
         self._progress_written: dict[str, datetime.datetime] = {}
         """Per draining node, when its status was last written."""
 
@@ -190,6 +192,7 @@ class Executor:
                 status = self._perform(plan, action, status)
             self._still_leading(plan.node)
             self._write_status(plan.node, status)
+            self._say_evicted(plan.node)
         except NotLeadingError as error:
             # Not a failure of this node: the Lease is renewed again within a second,
             # or the election ends the process and a standby decides afresh.
@@ -339,11 +342,8 @@ class Executor:
         metrics.EVICTIONS.labels(pool, "blocked").inc(len(result.blocked))
         metrics.EVICTIONS.labels(pool, "failed").inc(len(result.failed))
         if result.evicted:
-            self._event(
-                plan.node,
-                "Evicted",
-                f"evicted {len(result.evicted)} pods: {', '.join(sorted(result.evicted))[:900]}",
-            )
+            with self._lock:  # said with the progress it makes (_say_evicted)
+                self._unsaid[plan.node] = [*self._unsaid.get(plan.node, []), *result.evicted]
         for pod, why in sorted(result.blocked.items()):
             self._event(plan.node, "EvictionBlocked", f"{pod}: {why}", warning=True)
         for budget_key in self._newly_waiting(plan.node, status, chosen.waiting):
@@ -382,6 +382,18 @@ class Executor:
                 )
             }
         )
+
+    def _say_evicted(self, node: str) -> None:
+        """One ``Evicted`` Event for the pods evicted since the last, posted when the
+        drain's progress is written (:meth:`_write_status`): an Event per eviction
+        round would outnumber the evictions, and client-go's own recorder would
+        drop them as spam past its burst."""
+        with self._lock:
+            if node in self._progress:
+                return
+            pods = sorted(self._unsaid.pop(node, []))
+        if pods:
+            self._event(node, "Evicted", f"evicted {len(pods)} pods: {', '.join(pods)[:900]}")
 
     def _newly_waiting(
         self, node: str, status: GPUNodeStatus, waiting: Mapping[str, str]

@@ -4,8 +4,9 @@ What the breaker *is* comes from the pure :func:`pitcrew.core.breaker.next_break
 this writer turns it into the status a person reads (``kubectl get ghp``),
 the gauge the alert fires on and the two Events a breaker trip is worth
 (opened, closed). Writes go through a single thread of their own, in order,
-so a policy status is never queued behind node plans, and a status that did
-not change is not written at all.
+so a policy status is never queued behind node plans; a status that did not
+change is not written at all, and one that did is written at most every
+:data:`WRITE_EVERY` unless its breaker may turn.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import datetime
 import logging
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor as Pool
@@ -31,6 +33,12 @@ from pitcrew.core.views import FleetView
 from pitcrew.kube.events import Ref
 
 logger = logging.getLogger(__name__)
+
+
+WRITE_EVERY = 2.0
+"""Seconds between two writes of one policy's status, at least, but for a breaker
+that may turn: a drain of fifty nodes changes the fleet's counts many times a
+second, and a person reads them no faster."""
 
 
 def utc_now() -> datetime.datetime:
@@ -73,6 +81,9 @@ class PolicyStatusWriter:
         events: EventSink,
         goodput: Goodput,
         pool: Pool | None = None,
+        every: float = WRITE_EVERY,
+        sleep: Callable[[float], None] = time.sleep,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.cluster = cluster
         self.store = store
@@ -83,6 +94,11 @@ class PolicyStatusWriter:
         self._said: set[tuple[str, Any]] = set()
         self._lock = threading.Lock()
         self._queued: dict[str, list[tuple[FleetView, datetime.datetime]]] = defaultdict(list)
+        self.every = every
+        self._sleep = sleep
+        self._monotonic = monotonic
+        self._last: dict[str, tuple[float, bool]] = {}
+        """Per policy, when its status was last written and whether nodes were refused."""
 
     def submit(self, name: str, fleet: FleetView, now: datetime.datetime) -> None:
         """Write policy ``name``'s status in the background, after earlier writes.
@@ -101,8 +117,19 @@ class PolicyStatusWriter:
         self._pool.submit(self._write_next, name)
 
     def _write_next(self, name: str) -> None:
+        """Write the oldest queued fleet of ``name``, no sooner than :attr:`every` after
+        its last write unless the breaker may turn: a fleet submitted meanwhile takes
+        the waiting one's place (:meth:`submit`)."""
+        with self._lock:
+            refusing = self._queued[name][0][0].refused > 0
+            last, was_refusing = self._last.get(name, (None, refusing))
+        if last is not None and was_refusing == refusing:
+            wait = last + self.every - self._monotonic()
+            if wait > 0:
+                self._sleep(wait)
         with self._lock:
             fleet, now = self._queued[name].pop(0)
+            self._last[name] = (self._monotonic(), fleet.refused > 0)
         self._write_logged(name, fleet, now)
 
     def _write_logged(self, name: str, fleet: FleetView, now: datetime.datetime) -> None:

@@ -115,6 +115,9 @@ class BudgetLedger:
 
     held: dict[str, dict[str, datetime.datetime]] = field(default_factory=dict)
     """budget key -> pod key -> when its eviction was asked for."""
+    evicted: dict[str, datetime.datetime] = field(default_factory=dict)
+    """pod key -> when the apiserver accepted its eviction: not asked for again while
+    the pod watch has yet to show it terminating, unless that takes :data:`HELD_FOR`."""
 
     def take(
         self,
@@ -139,10 +142,14 @@ class BudgetLedger:
                 self.held[key] = kept
             else:
                 del self.held[key]
-        chosen = plan_evictions(pods, labels, budgets, {k: len(v) for k, v in self.held.items()})
-        for pod, keys in chosen.covering.items():
-            for key in keys:
-                self.held.setdefault(key, {})[pod] = now
+        self.evicted = {pod: at for pod, at in self.evicted.items() if now - at < HELD_FOR}
+        pending = [pod for pod in pods if pod.key not in self.evicted]
+        spent = {k: len(v) for k, v in self.held.items()}
+        chosen = plan_evictions(pending, labels, budgets, spent)
+        for pod in chosen.now:
+            for key in chosen.covering[pod.key]:
+                self.held.setdefault(key, {})[pod.key] = now
+            self.evicted[pod.key] = now  # until settled: asked for already
         return chosen
 
     def settle(self, chosen: EvictionPlan, accepted: Collection[str]) -> None:
@@ -151,5 +158,6 @@ class BudgetLedger:
         for pod, keys in chosen.covering.items():
             if pod in accepted:
                 continue
+            self.evicted.pop(pod, None)
             for key in keys:
                 self.held.get(key, {}).pop(pod, None)

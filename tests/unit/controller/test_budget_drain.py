@@ -143,3 +143,28 @@ def test_a_drains_progress_is_written_at_most_every_few_seconds_and_never_lost()
     assert (drain.evicted, drain.pending) == (3, ["train/trainer-2"])
     leaves("trainer-2")  # the drain ends: the next phase is written at once
     assert shell.store.status("n1").phase is Phase.REMEDIATING
+
+
+def test_evictions_are_said_in_one_event_with_the_progress_write() -> None:
+    shell = Shell(nodes={"n1": healthy_status(), "n2": healthy_status()}, policy=policy_object())
+    shell.settle()
+    for name in ("trainer-0", "trainer-1", "trainer-2"):
+        shell.store.put("pod", training_pod(name))
+    shell.store.put("pdb", pdb(1))
+    shell.fail("n1")
+    for _ in range(3):
+        shell.round("n1")
+
+    def said() -> list[str]:
+        return [m for ref, r, m, _ in shell.events.posted if r == "Evicted" and ref.kind == "Node"]
+
+    assert len(said()) == 1  # the drain's first eviction, with its first write
+    for _ in range(2):  # each budget change lets one more pod go: progress only
+        evicted = [k.split("/")[1] for keys in shell.cluster.writes("evict") for k in keys]
+        shell.store.put("pdb", pdb(1, disrupted=tuple(evicted)))
+        shell.round("n1")
+    assert len(said()) == 1
+    shell.now += PROGRESS_EVERY
+    shell.round("n1")
+    assert len(said()) == 2
+    assert said()[1].startswith("evicted 2 pods: train/trainer-")

@@ -12,7 +12,7 @@ from shell_fakes import HeldPool, Shell, healthy_status, policy_object
 
 from pitcrew.api.gpunode import Phase
 from pitcrew.api.meta import Duration
-from pitcrew.controller.policy_status import PolicyStatusWriter
+from pitcrew.controller.policy_status import WRITE_EVERY, PolicyStatusWriter
 from pitcrew.core.views import FleetView
 
 POLICY = policy_object(safety={"maxUnhealthy": 1, "stormCooldown": "10m"})
@@ -98,14 +98,29 @@ def test_goodput_is_reported_per_window_against_the_target_and_exported() -> Non
     assert target == 0.99
 
 
-def held_writer(shell: Shell) -> tuple[PolicyStatusWriter, HeldPool]:
+class Clock:
+    """Monotonic seconds that only ``sleep`` moves, and the sleeps asked for."""
+
+    def __init__(self) -> None:
+        self.seconds = 100.0
+        self.slept: list[float] = []
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(round(seconds, 3))
+        self.seconds += seconds
+
+
+def held_writer(shell: Shell, clock: Clock | None = None) -> tuple[PolicyStatusWriter, HeldPool]:
     pool = HeldPool()
+    clock = clock or Clock()
     writer = PolicyStatusWriter(
         cluster=shell.cluster,
         store=shell.store,
         events=shell.events,
         goodput=lambda pool, windows, now: [],
         pool=pool,
+        sleep=clock.sleep,
+        monotonic=lambda: clock.seconds,
     )
     return writer, pool
 
@@ -133,3 +148,24 @@ def test_a_breaker_opening_and_closing_are_never_merged_into_one_write() -> None
     assert shell.events.reasons("GPUHealthPolicy") == ["CircuitBreakerOpen", "CircuitBreakerClosed"]
     closed = shell.cluster.policy_statuses["fleet"][-1]
     assert closed["cooldownUntil"] == (later + datetime.timedelta(minutes=10)).isoformat()
+
+
+def test_a_policy_is_written_at_most_every_few_seconds_unless_its_breaker_may_turn() -> None:
+    shell = writer_shell()
+    clock = Clock()
+    writer, pool = held_writer(shell, clock)
+
+    def draining(count: int, refused: int = 0) -> FleetView:
+        phases = {Phase.HEALTHY: 10 - count, Phase.DRAINING: count}
+        return FleetView(total=10, phases=phases, refused=refused)
+
+    writer.submit("fleet", draining(1), T0)
+    pool.release()
+    clock.seconds += 0.5
+    writer.submit("fleet", draining(2), T0)
+    pool.release()
+    assert clock.slept == [WRITE_EVERY - 0.5]  # the second write waited
+    writer.submit("fleet", draining(3, refused=1), T0)  # the breaker opens: at once
+    pool.release()
+    assert clock.slept == [WRITE_EVERY - 0.5]
+    assert [w["unhealthy"] for w in shell.cluster.policy_statuses["fleet"]] == [1, 2, 3]

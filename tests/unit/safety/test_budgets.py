@@ -113,3 +113,17 @@ def test_a_watch_that_never_lists_the_pod_holds_the_room_no_longer_than_held_for
     assert ledger.take(pods("b"), LABELS, budgets, shown=nothing_shown, now=soon).now == ()
     late = ledger.take(pods("b"), LABELS, budgets, shown=nothing_shown, now=T0 + HELD_FOR)
     assert [p.name for p in late.now] == ["b"]
+
+
+def test_a_pod_whose_eviction_was_accepted_is_not_asked_for_again_while_it_terminates() -> None:
+    ledger = BudgetLedger()
+    budgets = [pdb("llm", 5, APP)]
+    first = ledger.take(pods("a"), LABELS, budgets, shown=nothing_shown, now=T0)
+    ledger.settle(first, accepted={"train/a"})
+    # The pod watch has not shown it terminating yet; the budget already lists it.
+    listed = ledger.take(pods("a", "b"), LABELS, budgets, shown=lambda k: {"a"}, now=T0)
+    assert [p.name for p in listed.now] == ["b"]
+    late = T0 + HELD_FOR  # never deleted after all: asked for again
+    assert [
+        p.name for p in ledger.take(pods("a"), LABELS, budgets, shown=nothing_shown, now=late).now
+    ] == ["a"]
