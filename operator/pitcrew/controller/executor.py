@@ -152,6 +152,14 @@ class Executor:
             update={"remediation": remediation.model_copy(update={"error": error})}
         )
 
+    def owes_progress(self, node: str, now: datetime.datetime) -> bool:
+        """Whether ``node``'s drain has progress held back (:meth:`_write_status`) that
+        may be written now: a plan must carry it even if the decision changes nothing
+        more, or it would wait for the drain's next change."""
+        with self._lock:
+            last = self._progress_written.get(node)
+            return node in self._progress and (last is None or now - last >= PROGRESS_EVERY)
+
     def started(self, node: str, key: str) -> bool:
         """Whether this process started (or resumed) the rung ``key`` on ``node``."""
         with self._lock:

@@ -355,7 +355,11 @@ class RoundLoop:
                 now=now,
                 generation=int(gpunode.get("metadata", {}).get("generation", 1)),
             )
-            if not decision.actions and decision.status == state.status:
+            if (
+                not decision.actions
+                and decision.status == state.status
+                and not self.executor.owes_progress(name, now)
+            ):
                 fleets[policy.name] = fleet
                 self._unchanged(state, decision, policy, fleet, now)
                 continue

@@ -168,3 +168,27 @@ def test_evictions_are_said_in_one_event_with_the_progress_write() -> None:
     shell.round("n1")
     assert len(said()) == 2
     assert said()[1].startswith("evicted 2 pods: train/trainer-")
+
+
+def test_held_progress_is_written_when_due_even_if_the_drain_changes_no_more() -> None:
+    shell = Shell(nodes={"n1": healthy_status(), "n2": healthy_status()}, policy=policy_object())
+    shell.settle()
+    for name in ("trainer-0", "trainer-1"):
+        shell.store.put("pod", training_pod(name))
+    shell.store.put("pdb", pdb(2))
+    shell.fail("n1")
+    for _ in range(3):
+        shell.round("n1")
+    written = len(shell.cluster.writes("apply_gpunode_status"))
+    shell.store.put("pod", training_pod("trainer-0"), deleted=True)
+    terminating = training_pod("trainer-1")  # and then nothing: it takes its time
+    terminating["metadata"]["deletionTimestamp"] = T0.isoformat()  # type: ignore[index]
+    shell.store.put("pod", terminating)
+    shell.round("n1")
+    assert len(shell.cluster.writes("apply_gpunode_status")) == written  # held
+    shell.now += PROGRESS_EVERY
+    shell.round("n1")
+    assert len(shell.cluster.writes("apply_gpunode_status")) == written + 1
+    drain = shell.store.status("n1").drain
+    assert drain is not None
+    assert drain.pending == ["train/trainer-1"]
