@@ -152,13 +152,18 @@ class Executor:
             update={"remediation": remediation.model_copy(update={"error": error})}
         )
 
-    def owes_progress(self, node: str, now: datetime.datetime) -> bool:
-        """Whether ``node``'s drain has progress held back (:meth:`_write_status`) that
-        may be written now: a plan must carry it even if the decision changes nothing
-        more, or it would wait for the drain's next change."""
+    def owes_progress(self, node: str) -> bool:
+        """Whether ``node``'s drain has progress held back (:meth:`_write_status`): a
+        plan must carry it even if the decision changes nothing more, to write it when
+        it is due or to ask again for the wake-up that writes it."""
         with self._lock:
-            last = self._progress_written.get(node)
-            return node in self._progress and (last is None or now - last >= PROGRESS_EVERY)
+            return node in self._progress
+
+    def forget(self, node: str) -> None:
+        """Drop what is kept about a deleted node's drain."""
+        with self._lock:
+            for kept in (self._progress, self._progress_written, self._unsaid, self._waits_said):
+                kept.pop(node, None)
 
     def started(self, node: str, key: str) -> bool:
         """Whether this process started (or resumed) the rung ``key`` on ``node``."""
@@ -321,26 +326,22 @@ class Executor:
         }
         now = self.clock()
         with self._lock:
+            # What the budgets listed as disrupted is read before the budgets: a
+            # listing is then never newer than the disruptionsAllowed that counts it.
+            shown = {key: self.store.disrupted(key) for key in self._ledger.held}
             chosen = self._ledger.take(
-                action.pods,
-                labels,
-                self.store.disruption_budgets(),
-                shown=self.store.disrupted,
-                now=now,
+                action.pods, labels, self.store.disruption_budgets(), shown=shown, now=now
             )
-        try:
-            result = self.cluster.evict(
-                chosen.now,
-                backoff=self.backoff,
-                now=now,
-                parallelism=plan.policy.spec.safety.drain.max_parallel_evictions,
-            )
-        except Exception:
-            with self._lock:  # what was not answered holds no room
-                self._ledger.settle(chosen, accepted=())
-            raise
+        # An exception here leaves the room held (for HELD_FOR at most): some of the
+        # evictions may have been made.
+        result = self.cluster.evict(
+            chosen.now,
+            backoff=self.backoff,
+            now=now,
+            parallelism=plan.policy.spec.safety.drain.max_parallel_evictions,
+        )
         with self._lock:
-            self._ledger.settle(chosen, accepted=result.evicted)
+            self._ledger.settle(chosen, undone={*result.blocked, *result.gone, *result.skipped})
         for pod, budget_key in chosen.waiting.items():
             # Not asked for: the budget's next change wakes the drain (no timer, no 429).
             result.budgets.setdefault(pod, budget_key)

@@ -41,6 +41,12 @@ that may turn: a drain of fifty nodes changes the fleet's counts many times a
 second, and a person reads them no faster."""
 
 
+def _timer(seconds: float, fn: Callable[[], None]) -> None:
+    timer = threading.Timer(seconds, fn)
+    timer.daemon = True
+    timer.start()
+
+
 def utc_now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
@@ -82,7 +88,7 @@ class PolicyStatusWriter:
         goodput: Goodput,
         pool: Pool | None = None,
         every: float = WRITE_EVERY,
-        sleep: Callable[[float], None] = time.sleep,
+        later: Callable[[float, Callable[[], None]], None] | None = None,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.cluster = cluster
@@ -95,7 +101,7 @@ class PolicyStatusWriter:
         self._lock = threading.Lock()
         self._queued: dict[str, list[tuple[FleetView, datetime.datetime]]] = defaultdict(list)
         self.every = every
-        self._sleep = sleep
+        self._later = later or _timer
         self._monotonic = monotonic
         self._last: dict[str, tuple[float, bool]] = {}
         """Per policy, when its status was last written and whether nodes were refused."""
@@ -118,25 +124,28 @@ class PolicyStatusWriter:
 
     def _write_next(self, name: str) -> None:
         """Write the oldest queued fleet of ``name``, no sooner than :attr:`every` after
-        its last write unless the breaker may turn: a fleet submitted meanwhile takes
-        the waiting one's place (:meth:`submit`)."""
+        its last write unless the breaker may turn. One that must wait goes back to
+        the writer's queue when its time comes (other policies' writes go on
+        meanwhile), and a fleet submitted meanwhile takes its place (:meth:`submit`)."""
         with self._lock:
             refusing = self._queued[name][0][0].refused > 0
-            last, was_refusing = self._last.get(name, (None, refusing))
-        if last is not None and was_refusing == refusing:
-            wait = last + self.every - self._monotonic()
-            if wait > 0:
-                self._sleep(wait)
-        with self._lock:
+            last = self._last.get(name)
+            wait = last[0] + self.every - self._monotonic() if last else 0.0
+            if last is not None and last[1] == refusing and wait > 0:
+                self._later(wait, lambda: self._resubmit(name))
+                return
             fleet, now = self._queued[name].pop(0)
-            self._last[name] = (self._monotonic(), fleet.refused > 0)
-        self._write_logged(name, fleet, now)
-
-    def _write_logged(self, name: str, fleet: FleetView, now: datetime.datetime) -> None:
         try:
-            self.write(name, fleet, now)
+            written = self.write(name, fleet, now)
         except Exception:
             logger.exception("writing the status of policy %s failed", name)
+            return
+        if written:
+            with self._lock:
+                self._last[name] = (self._monotonic(), fleet.refused > 0)
+
+    def _resubmit(self, name: str) -> None:
+        self._pool.submit(self._write_next, name)
 
     def unreadable(self, name: str, problem: str) -> None:
         """Say once (an Event and a ``Valid=False`` condition) that policy ``name``
@@ -172,10 +181,11 @@ class PolicyStatusWriter:
         except Exception:
             logger.exception("writing the status of policy %s failed", name)
 
-    def write(self, name: str, fleet: FleetView, now: datetime.datetime) -> None:
+    def write(self, name: str, fleet: FleetView, now: datetime.datetime) -> bool:
+        """Write policy ``name``'s status for ``fleet``; whether it changed."""
         policy = self.store.policies.get(name)
         if policy is None:
-            return  # deleted since the round
+            return False  # deleted since the round
         view = policy_view(policy)
         current = Breaker(view.breaker_open, view.breaker_since, "", view.cooldown_until)
         breaker, transition = next_breaker(current, fleet=fleet, safety=view.spec.safety, now=now)
@@ -197,7 +207,7 @@ class PolicyStatusWriter:
         previous = policy.get("status") or {}
         status["conditions"] = [_valid(previous, policy, now)]
         if {k: v for k, v in previous.items() if k in status} == status:
-            return
+            return False
         ref = Ref(GPUHealthPolicy.KIND, name, API_VERSION, policy["metadata"].get("uid", ""))
         if transition is Transition.OPENED:
             self.events.emit(ref, reason=transition, message=breaker.message, warning=True)
@@ -209,3 +219,4 @@ class PolicyStatusWriter:
             )
         written = self.cluster.apply_policy_status(name=name, status=status)
         self.store.put("policy", written)
+        return True

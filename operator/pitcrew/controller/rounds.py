@@ -172,6 +172,7 @@ class RoundLoop:
         name = self.store.put(kind, obj, deleted=deleted)
         if kind == "node" and deleted and name:
             self.resting.pop(name, None)
+            self.executor.forget(name)
         if name:
             self.mark([name])
 
@@ -358,7 +359,7 @@ class RoundLoop:
             if (
                 not decision.actions
                 and decision.status == state.status
-                and not self.executor.owes_progress(name, now)
+                and not self.executor.owes_progress(name)
             ):
                 fleets[policy.name] = fleet
                 self._unchanged(state, decision, policy, fleet, now)

@@ -121,7 +121,7 @@ class Store:
         """PodDisruptionBudgets, by ``namespace/name``: a drain asks only for the
         evictions they allow (:mod:`pitcrew.core.budgets`)."""
         self._budgets: dict[str, tuple[Any, Budget | None]] = {}
-        self._disrupted: dict[str, OrderedDict[str, None]] = {}
+        self._disrupted: dict[str, OrderedDict[str, int]] = {}
         self.node_maintenances: dict[str, Object] = {}
         """medik8s NodeMaintenances, by name (polled: the API may not exist)."""
         self._windows: dict[tuple[str, str, Any], Window | None] = {}
@@ -407,20 +407,23 @@ class Store:
             self._disrupted.pop(key, None)
         elif self._newer(self.budgets.get(key), obj):
             self.budgets[key] = obj
+            version = _version(obj)
             shown = self._disrupted.setdefault(key, OrderedDict())
             for pod in (obj.get("status") or {}).get("disruptedPods") or {}:
-                shown[pod] = None
+                shown[pod] = -1 if version is None else version
                 shown.move_to_end(pod)
             while len(shown) > DISRUPTED_KEPT:
                 shown.popitem(last=False)
 
-    def disrupted(self, key: str) -> frozenset[str]:
-        """The pods (by name) any watched version of budget ``key`` listed in
-        ``status.disruptedPods``: the apiserver adds a pod there in the same write that
-        counts its eviction, so a version that lists it, and every later one, counts
-        it. Kept across versions because the budget's controller removes the pod once
-        it is seen terminating, which may be before the drain looks again."""
-        return frozenset(self._disrupted.get(key) or ())
+    def disrupted(self, key: str) -> dict[str, int]:
+        """Pod name -> the latest resourceVersion of budget ``key`` whose
+        ``status.disruptedPods`` listed it. The apiserver lists a pod there in the same
+        write that counts its eviction, so that version, and every later one, counts
+        it. Kept across versions because the budget's controller drops the pod once it
+        sees it terminating, which may be before the drain looks again; the version
+        tells a new eviction from an old one of a pod by the same name (a
+        StatefulSet's)."""
+        return dict(self._disrupted.get(key) or {})
 
     def take_departed(self) -> list[Object]:
         """The training pods deleted since the last call (each is handed out once)."""

@@ -9,9 +9,11 @@ evictions asked for and not answered yet (fifty drains on worker threads share
 thirty budgets, and each must see the room the others took), and those accepted
 that the watched budget does not show yet. The apiserver lists an evicted pod in
 the budget's ``status.disruptedPods`` in the same write that lowers
-``disruptionsAllowed``, so an accepted eviction stops being held once a watched
-version lists its pod, and in any case after :data:`HELD_FOR` (a watch that lags
-or restarts holds a drain no longer). A pod waiting for a budget is asked for again
+``disruptionsAllowed``, so an accepted eviction stops being held once a version
+newer than the one it was planned from lists its pod, and in any case after
+:data:`HELD_FOR` (a watch that lags or restarts holds a drain no longer). An
+eviction whose answer never came (a timeout, a reset connection) is held as if
+accepted: it may have been. A pod waiting for a budget is asked for again
 when the budget changes, not on a timer. The apiserver stays the authority: a
 budget Pitcrew has not seen yet, or a race, still ends in a 429, retried with
 backoff as before. A refused request (a throttled apiserver answers 429 too)
@@ -21,7 +23,7 @@ holds nothing.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,8 +115,9 @@ class BudgetLedger:
     all drains, so concurrent drains divide a budget's room instead of each asking
     for all of it. Not thread-safe: its caller holds a lock around each call."""
 
-    held: dict[str, dict[str, datetime.datetime]] = field(default_factory=dict)
-    """budget key -> pod key -> when its eviction was asked for."""
+    held: dict[str, dict[str, tuple[datetime.datetime, int]]] = field(default_factory=dict)
+    """budget key -> pod key -> when its eviction was asked for, and the budget's
+    resourceVersion it was planned from."""
     evicted: dict[str, datetime.datetime] = field(default_factory=dict)
     """pod key -> when the apiserver accepted its eviction: not asked for again while
     the pod watch has yet to show it terminating, unless that takes :data:`HELD_FOR`."""
@@ -125,18 +128,19 @@ class BudgetLedger:
         labels: Mapping[str, Mapping[str, str]],
         budgets: Iterable[Budget],
         *,
-        shown: Callable[[str], Collection[str]],
+        shown: Mapping[str, Mapping[str, int]],
         now: datetime.datetime,
     ) -> EvictionPlan:
         """Plan the evictions ``pods`` may have now and hold their room until
-        :meth:`settle`. ``shown(budget)`` is the pod names the budget's watched
-        versions listed as disrupted."""
+        :meth:`settle`. ``shown[budget]`` maps the pods the budget's watched versions
+        listed as disrupted to the latest such version; read it before ``budgets``,
+        so that a version counted in it is counted in ``budgets`` too."""
         for key, pods_held in list(self.held.items()):
-            listed = shown(key)
+            listed = shown.get(key) or {}
             kept = {
-                pod: since
-                for pod, since in pods_held.items()
-                if pod.split("/", 1)[-1] not in listed and now - since < HELD_FOR
+                pod: (since, planned)
+                for pod, (since, planned) in pods_held.items()
+                if listed.get(pod.split("/", 1)[-1], -1) <= planned and now - since < HELD_FOR
             }
             if kept:
                 self.held[key] = kept
@@ -145,19 +149,30 @@ class BudgetLedger:
         self.evicted = {pod: at for pod, at in self.evicted.items() if now - at < HELD_FOR}
         pending = [pod for pod in pods if pod.key not in self.evicted]
         spent = {k: len(v) for k, v in self.held.items()}
+        budgets = list(budgets)
+        versions = {b.key: _int(b.version) for b in budgets}
         chosen = plan_evictions(pending, labels, budgets, spent)
         for pod in chosen.now:
             for key in chosen.covering[pod.key]:
-                self.held.setdefault(key, {})[pod.key] = now
+                self.held.setdefault(key, {})[pod.key] = (now, versions[key])
             self.evicted[pod.key] = now  # until settled: asked for already
         return chosen
 
-    def settle(self, chosen: EvictionPlan, accepted: Collection[str]) -> None:
-        """Give back the room of the pods ``chosen`` asked for that the apiserver did
-        not evict (refused, failed, already gone): only accepted evictions stay held."""
+    def settle(self, chosen: EvictionPlan, undone: Collection[str]) -> None:
+        """Give back the room of the pods whose eviction certainly did nothing (refused,
+        already gone); accepted ones, and those with no answer, stay held."""
         for pod, keys in chosen.covering.items():
-            if pod in accepted:
+            if pod not in undone:
                 continue
             self.evicted.pop(pod, None)
             for key in keys:
                 self.held.get(key, {}).pop(pod, None)
+
+
+def _int(version: str) -> int:
+    """A resourceVersion as a number (etcd's revision); -1 when it is not one, so any
+    listing counts as newer."""
+    try:
+        return int(version)
+    except ValueError:
+        return -1

@@ -35,6 +35,7 @@ class EvictionResult:
     """pod key -> why the apiserver refused (PDB message)."""
     gone: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
+    """pod key -> the error: any other answer, or none (the eviction may have been made)."""
     skipped: list[str] = field(default_factory=list)
     """In backoff after an earlier refusal."""
     budgets: dict[str, str] = field(default_factory=dict)
@@ -131,6 +132,8 @@ def evict(
                 backoff.forget(pod.key)
             else:
                 result.failed[pod.key] = f"{error.status}: {_message(error)}"
+        except Exception as error:  # no answer (timeout, reset): it may have been made
+            result.failed[pod.key] = f"{type(error).__name__}: {error}"
 
     with ThreadPoolExecutor(max_workers=max(1, parallelism)) as pool:
         list(pool.map(one, todo))

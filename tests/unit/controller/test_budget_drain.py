@@ -11,6 +11,7 @@ from shell_fakes import T0, Shell, healthy_status, policy_object, version
 
 from pitcrew.api.gpunode import Phase
 from pitcrew.controller.executor import PROGRESS_EVERY
+from pitcrew.core.budgets import HELD_FOR
 from pitcrew.kube.evictions import EvictionResult
 
 APP = {"app": "llm"}
@@ -192,3 +193,46 @@ def test_held_progress_is_written_when_due_even_if_the_drain_changes_no_more() -
     drain = shell.store.status("n1").drain
     assert drain is not None
     assert drain.pending == ["train/trainer-1"]
+
+
+def test_an_eviction_with_no_answer_holds_its_room_until_the_hold_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A timeout may hide an eviction the apiserver made: asking for the budget's room
+    again at once could take a second pod the budget does not allow."""
+    shell = Shell(nodes={"n1": healthy_status(), "n2": healthy_status()}, policy=policy_object())
+    shell.settle()
+    for name in ("trainer-0", "trainer-1"):
+        shell.store.put("pod", training_pod(name))
+    shell.store.put("pdb", pdb(1))
+    asked: list[str] = []
+
+    def unanswered(pods: Any, **_: Any) -> EvictionResult:
+        keys = [p.key for p in pods]
+        asked.extend(keys)
+        return EvictionResult(failed=dict.fromkeys(keys, "ReadTimeoutError: timed out"))
+
+    monkeypatch.setattr(shell.cluster, "evict", unanswered)
+    shell.fail("n1")
+    for _ in range(4):
+        shell.round("n1")
+    assert len(asked) == 1
+    shell.now += HELD_FOR
+    shell.round("n1")
+    assert len(asked) == 2
+
+
+def test_a_node_deleted_mid_drain_leaves_no_held_progress_behind() -> None:
+    shell = Shell(nodes={"n1": healthy_status(), "n2": healthy_status()}, policy=policy_object())
+    shell.settle()
+    for name in ("trainer-0", "trainer-1"):
+        shell.store.put("pod", training_pod(name))
+    shell.store.put("pdb", pdb(2))
+    shell.fail("n1")
+    for _ in range(3):
+        shell.round("n1")
+    shell.store.put("pod", training_pod("trainer-0"), deleted=True)
+    shell.round("n1")
+    assert shell.executor.owes_progress("n1")
+    shell.rounds.observe("node", shell.store.nodes["n1"], deleted=True)
+    assert not shell.executor.owes_progress("n1")

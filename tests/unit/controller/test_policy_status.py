@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from lifecycle_data import T0
@@ -99,15 +99,21 @@ def test_goodput_is_reported_per_window_against_the_target_and_exported() -> Non
 
 
 class Clock:
-    """Monotonic seconds that only ``sleep`` moves, and the sleeps asked for."""
+    """Monotonic seconds that only the test moves, and the delayed calls asked for."""
 
     def __init__(self) -> None:
         self.seconds = 100.0
-        self.slept: list[float] = []
+        self.waits: list[float] = []
+        self.due: list[Callable[[], None]] = []
 
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(round(seconds, 3))
-        self.seconds += seconds
+    def later(self, seconds: float, fn: Callable[[], None]) -> None:
+        self.waits.append(round(seconds, 3))
+        self.due.append(fn)
+
+    def run_due(self) -> None:
+        due, self.due = self.due, []
+        for fn in due:
+            fn()
 
 
 def held_writer(shell: Shell, clock: Clock | None = None) -> tuple[PolicyStatusWriter, HeldPool]:
@@ -119,7 +125,7 @@ def held_writer(shell: Shell, clock: Clock | None = None) -> tuple[PolicyStatusW
         events=shell.events,
         goodput=lambda pool, windows, now: [],
         pool=pool,
-        sleep=clock.sleep,
+        later=clock.later,
         monotonic=lambda: clock.seconds,
     )
     return writer, pool
@@ -150,22 +156,43 @@ def test_a_breaker_opening_and_closing_are_never_merged_into_one_write() -> None
     assert closed["cooldownUntil"] == (later + datetime.timedelta(minutes=10)).isoformat()
 
 
+def draining(count: int, refused: int = 0) -> FleetView:
+    phases = {Phase.HEALTHY: 10 - count, Phase.DRAINING: count}
+    return FleetView(total=10, phases=phases, refused=refused)
+
+
 def test_a_policy_is_written_at_most_every_few_seconds_unless_its_breaker_may_turn() -> None:
     shell = writer_shell()
     clock = Clock()
     writer, pool = held_writer(shell, clock)
-
-    def draining(count: int, refused: int = 0) -> FleetView:
-        phases = {Phase.HEALTHY: 10 - count, Phase.DRAINING: count}
-        return FleetView(total=10, phases=phases, refused=refused)
-
     writer.submit("fleet", draining(1), T0)
     pool.release()
     clock.seconds += 0.5
     writer.submit("fleet", draining(2), T0)
     pool.release()
-    assert clock.slept == [WRITE_EVERY - 0.5]  # the second write waited
-    writer.submit("fleet", draining(3, refused=1), T0)  # the breaker opens: at once
+    assert clock.waits == [WRITE_EVERY - 0.5]  # not written yet: it waits its turn
+    writer.submit("fleet", draining(3), T0)  # and takes the waiting one's place
+    clock.seconds += WRITE_EVERY
+    clock.run_due()
     pool.release()
-    assert clock.slept == [WRITE_EVERY - 0.5]
-    assert [w["unhealthy"] for w in shell.cluster.policy_statuses["fleet"]] == [1, 2, 3]
+    assert [w["unhealthy"] for w in shell.cluster.policy_statuses["fleet"]] == [1, 3]
+    clock.seconds += 0.1
+    writer.submit("fleet", draining(4, refused=1), T0)  # the breaker opens: at once
+    pool.release()
+    assert [w["unhealthy"] for w in shell.cluster.policy_statuses["fleet"]] == [1, 3, 4]
+
+
+def test_a_policy_waiting_its_turn_holds_up_no_other_policy() -> None:
+    shell = writer_shell()
+    other = policy_object()
+    other["metadata"]["name"] = "other"
+    shell.store.put("policy", other)
+    clock = Clock()
+    writer, pool = held_writer(shell, clock)
+    writer.submit("fleet", draining(1), T0)
+    pool.release()
+    writer.submit("fleet", draining(2), T0)
+    writer.submit("other", draining(1), T0)
+    pool.release()
+    assert len(clock.waits) == 1  # "fleet" waits
+    assert [w["unhealthy"] for w in shell.cluster.policy_statuses["other"]] == [1]

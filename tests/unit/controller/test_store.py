@@ -159,8 +159,9 @@ def test_a_budgets_disrupted_pods_are_remembered_after_its_controller_drops_them
             "status": {"disruptionsAllowed": 0, "disruptedPods": dict.fromkeys(disrupted, "t")},
         }
 
-    store.put("pdb", pdb("a"))  # the eviction's write
+    evicted = pdb("a")  # the eviction's write
+    store.put("pdb", evicted)
     store.put("pdb", pdb())  # the controller saw the pod terminating
-    assert store.disrupted("train/llm") == {"a"}
+    assert store.disrupted("train/llm") == {"a": int(evicted["metadata"]["resourceVersion"])}  # type: ignore[index]
     store.put("pdb", pdb(), deleted=True)
-    assert store.disrupted("train/llm") == frozenset()
+    assert store.disrupted("train/llm") == {}
