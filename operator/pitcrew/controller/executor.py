@@ -67,7 +67,7 @@ class Plan:
     before: GPUNodeStatus
 
 
-PROGRESS_EVERY = datetime.timedelta(seconds=10)
+PROGRESS_EVERY = datetime.timedelta(seconds=30)
 """How often a drain's progress alone is written to its GPUNode's status, at most."""
 
 
@@ -119,8 +119,8 @@ class Executor:
         """What every drain asked of each PodDisruptionBudget that its watch does not
         show yet (:mod:`pitcrew.core.budgets`)."""
         self._recorded: set[tuple[str, str, str]] = set()
-        self._waits_said: dict[str, tuple[datetime.datetime | None, set[str]]] = {}
-        """Per node, the drain (its start) and the budgets it said it waits for."""
+        self._waits_said: dict[str, datetime.datetime | None] = {}
+        """Per node, the drain (its start) whose wait for a budget was said."""
         self._failures: dict[str, int] = {}
         """Consecutive failed executions per node: a node that keeps failing is retried
         with backoff, never in a tight loop."""
@@ -355,13 +355,14 @@ class Executor:
                 self._unsaid[plan.node] = [*self._unsaid.get(plan.node, []), *result.evicted]
         for pod, why in sorted(result.blocked.items()):
             self._event(plan.node, "EvictionBlocked", f"{pod}: {why}", warning=True)
-        for budget_key in self._newly_waiting(plan.node, status, chosen.waiting):
-            held = sorted(p for p, b in chosen.waiting.items() if b == budget_key)
+        if chosen.waiting and self._first_wait(plan.node, status):
+            budgets = sorted(set(chosen.waiting.values()))
             self._event(
                 plan.node,
                 "EvictionBlocked",
-                f"{', '.join(held)[:600]}: PodDisruptionBudget {budget_key} allows no "
-                "disruption now; evicted when it does",
+                f"{len(chosen.waiting)} pods wait for PodDisruptionBudgets "
+                f"{', '.join(budgets)[:600]} that allow no disruption now; each is evicted "
+                "when its budget allows (status.drain.blockedBy follows the budgets)",
                 warning=True,
             )
         for pod, why in sorted(result.failed.items()):
@@ -404,21 +405,18 @@ class Executor:
         if pods:
             self._event(node, "Evicted", f"evicted {len(pods)} pods: {', '.join(pods)[:900]}")
 
-    def _newly_waiting(
-        self, node: str, status: GPUNodeStatus, waiting: Mapping[str, str]
-    ) -> list[str]:
-        """The budgets ``node``'s drain waits for that it has not said so for: once per
-        budget per drain. Every change of a budget wakes every drain; fifty drains
-        waiting on the budgets of thirty apps would otherwise post an Event each, for
-        each change, and the Events would outnumber the evictions."""
+    def _first_wait(self, node: str, status: GPUNodeStatus) -> bool:
+        """Whether this is the first time ``node``'s drain waits for a budget: said once
+        per drain. Every change of a budget wakes every drain, and a node of thirty
+        apps waits, in turn, for thirty budgets; an Event for each would outnumber
+        the evictions. The status's ``drain.blockedBy`` names the budgets as they
+        change."""
         drain = status.drain.started_at if status.drain else None
         with self._lock:
-            started, said = self._waits_said.get(node, (drain, set()))
-            if started != drain:
-                said = set()
-            new = sorted(set(waiting.values()) - said)
-            self._waits_said[node] = (drain, said | set(new))
-        return new
+            if self._waits_said.get(node) == drain:
+                return False
+            self._waits_said[node] = drain
+        return True
 
     def _set_slurm_state(self, node: str, action: a.SetSlurmState) -> None:
         """A transient failure (slurmctld out of reach) fails the plan, retried with

@@ -31,6 +31,17 @@ def training_pod(name: str) -> dict[str, object]:
     }
 
 
+def terminate_evicted(shell: Shell) -> list[str]:
+    """Mark every pod evicted so far terminating, as the apiserver does; their names."""
+    names = [k.split("/")[1] for keys in shell.cluster.writes("evict") for k in keys]
+    for name in names:
+        if f"train/{name}" in shell.store.pods:
+            leaving = training_pod(name)
+            leaving["metadata"]["deletionTimestamp"] = T0.isoformat()  # type: ignore[index]
+            shell.store.put("pod", leaving)
+    return names
+
+
 def pdb(allowed: int, *, disrupted: tuple[str, ...] = ()) -> dict[str, object]:
     return {
         "metadata": {"namespace": "train", "name": "llm", "resourceVersion": version()},
@@ -113,7 +124,7 @@ def test_a_drain_says_once_which_budget_it_waits_for_however_often_it_wakes() ->
     assert shell.phase("n1") is Phase.DRAINING
     waiting = [m for _, r, m, _ in shell.events.posted if r == "EvictionBlocked"]
     assert len(waiting) == 2  # once, on the Node and on its GPUNode
-    assert "train/llm allows no disruption now" in waiting[0]
+    assert "PodDisruptionBudgets train/llm that allow no disruption now" in waiting[0]
 
 
 def test_a_drains_progress_is_written_at_most_every_few_seconds_and_never_lost() -> None:
@@ -126,6 +137,7 @@ def test_a_drains_progress_is_written_at_most_every_few_seconds_and_never_lost()
     for _ in range(3):
         shell.round("n1")
     assert shell.phase("n1") is Phase.DRAINING
+    terminate_evicted(shell)
     written = len(shell.cluster.writes("apply_gpunode_status"))
 
     def leaves(name: str) -> None:
@@ -161,9 +173,10 @@ def test_evictions_are_said_in_one_event_with_the_progress_write() -> None:
 
     assert len(said()) == 1  # the drain's first eviction, with its first write
     for _ in range(2):  # each budget change lets one more pod go: progress only
-        evicted = [k.split("/")[1] for keys in shell.cluster.writes("evict") for k in keys]
+        evicted = terminate_evicted(shell)
         shell.store.put("pdb", pdb(1, disrupted=tuple(evicted)))
         shell.round("n1")
+    terminate_evicted(shell)
     assert len(said()) == 1
     shell.now += PROGRESS_EVERY
     shell.round("n1")
