@@ -171,8 +171,9 @@ def deployment(name: str, replicas: int, *, gpus: int = 0, spread: bool = True) 
     }
 
 
-def workload(bench: Bench, apps: dict[str, dict[str, Any]], max_unavailable: str) -> None:
-    """The Deployments, a PDB for each, and a wait until every pod runs."""
+def workload(bench: Bench, apps: dict[str, dict[str, Any]], max_unavailable: str | int) -> None:
+    """The Deployments, a PDB for each (``max_unavailable`` a count or a percentage
+    string, as the API takes them), and a wait until every pod runs."""
     bench.core.create_namespace({"metadata": {"name": WORK}})
     deployments = client.AppsV1Api(bench.api)
     budgets = client.PolicyV1Api(bench.api)
@@ -287,7 +288,7 @@ def training(args: argparse.Namespace, directory: Path) -> None:
         reports = pitcrew_nodes(bench, targets)
         # Two nodes per job, two 4-GPU pods per node: the fleet is full.
         jobs = {f"job-{j}": deployment(f"job-{j}", 4, gpus=4, spread=False) for j in range(n // 2)}
-        workload(bench, jobs, "1")
+        workload(bench, jobs, 1)
         label(bench, names[n:], "sink")
         time.sleep(5)
         audit.mark()
