@@ -101,20 +101,40 @@ class FleetReports:
         with ThreadPoolExecutor(max_workers=workers) as pool:
             list(pool.map(one, self.nodes))
 
-    def start_heartbeats(self) -> None:
-        """Each node's heartbeat once per ``heartbeat`` seconds, evenly spread."""
-        threading.Thread(target=self._beat, daemon=True, name="bench-heartbeats").start()
+    def start_heartbeats(self, workers: int = 16) -> None:
+        """Each node's heartbeat once per ``heartbeat`` seconds, evenly spread, sent by
+        ``workers`` threads on schedule: one thread waiting for each answer keeps up
+        with a 5-minute heartbeat only while the apiserver answers in 30 ms, and at
+        10,000 nodes on this machine it answers in about 500 ms."""
+        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bench-heartbeat")
+        threading.Thread(target=self._beat, args=(pool,), daemon=True).start()
 
-    def _beat(self) -> None:
+    def _beat(self, pool: ThreadPoolExecutor) -> None:
         gap = self.heartbeat / max(1, len(self.nodes))
+        in_flight: set[str] = set()
+        lock = threading.Lock()
+
+        def one(node: str) -> None:
+            try:
+                self.write(node)
+            except Exception as error:  # a heartbeat lost is one a real agent retries
+                print(f"heartbeat of {node} failed: {error}", flush=True)
+            finally:
+                with lock:
+                    in_flight.discard(node)
+
+        due = time.monotonic()
         while not self._stop.is_set():
             for node in self.nodes:
-                started = time.monotonic()
-                try:
-                    self.write(node)
-                except Exception as error:  # a heartbeat lost is one a real agent retries
-                    print(f"heartbeat of {node} failed: {error}", flush=True)
-                if self._stop.wait(max(0.0, gap - (time.monotonic() - started))):
+                with lock:
+                    late = node in in_flight  # its last beat is still unanswered: skip
+                    if not late:
+                        in_flight.add(node)
+                if not late:
+                    pool.submit(one, node)
+                due += gap
+                if self._stop.wait(max(0.0, due - time.monotonic())):
+                    pool.shutdown(wait=False, cancel_futures=True)
                     return
 
     def stop(self) -> None:
