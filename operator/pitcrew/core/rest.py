@@ -48,8 +48,15 @@ def quiet_until(
     if status.verification is not None and status.verification.job:
         return None  # a verification in flight times out
     deadlines = [now + REST_MAX]
-    if status.last_heartbeat is not None:
-        deadlines.append(status.last_heartbeat + policy.spec.checks.heartbeat * HEARTBEAT_MISSES)
+    missed_at = (
+        status.last_heartbeat + policy.spec.checks.heartbeat * HEARTBEAT_MISSES
+        if status.last_heartbeat is not None
+        else None
+    )
+    if missed_at is not None and missed_at > now:
+        # Past it, the decision has said so (AgentReporting=False) and only a report,
+        # an event, changes that: a fleet whose agents all died rests like any other.
+        deadlines.append(missed_at)
     verification = status.verification
     if policy.spec.validation.periodic.enabled and verification and verification.next:
         deadlines.append(verification.next)

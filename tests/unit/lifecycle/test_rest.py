@@ -40,6 +40,18 @@ def test_a_healthy_node_rests_five_minutes_or_until_its_agent_would_be_missed() 
     )
 
 
+def test_a_node_whose_agent_was_missed_rests_too_once_that_is_said() -> None:
+    """10,000 nodes whose agents stopped must not be decided every resync: the missed
+    heartbeat is in their status after one decision; a new report is an event."""
+    spec = policy()
+    late = T0 + 20 * MINUTE
+    missed, decision = settled(node(), status(Phase.HEALTHY), spec, late)
+    reporting = next(c for c in decision.status.conditions if c.type == "AgentReporting")
+    assert reporting.reason == "HeartbeatMissing"
+    assert decision.actions == ()
+    assert quiet_until(missed, decision, spec, late) == late + REST_MAX
+
+
 def test_a_node_with_a_timer_running_never_rests() -> None:
     spec = policy()
     watched = report(finding(FaultClass.WATCH, name="ecc-correctable"))
