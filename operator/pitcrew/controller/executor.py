@@ -126,6 +126,10 @@ class Executor:
         with backoff, never in a tight loop."""
         self._progress: dict[str, GPUNodeStatus] = {}
         """Per node, a drain's progress not written yet (:meth:`_write_status`)."""
+        self._waiting_on: dict[str, set[str]] = {}
+        """PodDisruptionBudget -> the nodes whose drains wait for it."""
+        self._budgets_of: dict[str, set[str]] = {}
+        """Node -> the budgets its drain waits for (the same, the other way round)."""
         self._unsaid: dict[str, list[str]] = {}
         """Per node, the pods evicted since its last ``Evicted`` Event."""
         self._progress_written: dict[str, datetime.datetime] = {}
@@ -152,16 +156,39 @@ class Executor:
             update={"remediation": remediation.model_copy(update={"error": error})}
         )
 
-    def owes_progress(self, node: str) -> bool:
-        """Whether ``node``'s drain has progress held back (:meth:`_write_status`): a
-        plan must carry it even if the decision changes nothing more, to write it when
-        it is due or to ask again for the wake-up that writes it."""
+    def owes_progress(self, node: str, now: datetime.datetime) -> bool:
+        """Whether ``node``'s drain has progress held back (:meth:`_write_status`) that
+        is due: a plan must carry it even if the decision changes nothing more. One not
+        due yet waits for the wake-up asked for when it was held, or for the resync (a
+        draining node never rests)."""
         with self._lock:
-            return node in self._progress
+            last = self._progress_written.get(node)
+            return node in self._progress and (last is None or now - last >= PROGRESS_EVERY)
+
+    def waiting_for(self, budget: str) -> list[str]:
+        """The nodes whose drains wait for PodDisruptionBudget ``budget`` (its change
+        wakes them, and only them: 700 drains woken by every change of any of 375
+        budgets decide 700 nodes for each eviction)."""
+        with self._lock:
+            return sorted(self._waiting_on.get(budget, ()))
+
+    def _wait(self, node: str, budgets: set[str]) -> None:
+        """Record that ``node``'s drain now waits for ``budgets``; under the lock."""
+        for budget in self._budgets_of.pop(node, set()) - budgets:
+            waiting = self._waiting_on.get(budget)
+            if waiting is not None:
+                waiting.discard(node)
+                if not waiting:
+                    del self._waiting_on[budget]
+        for budget in budgets:
+            self._waiting_on.setdefault(budget, set()).add(node)
+        if budgets:
+            self._budgets_of[node] = budgets
 
     def forget(self, node: str) -> None:
         """Drop what is kept about a deleted node's drain."""
         with self._lock:
+            self._wait(node, set())
             for kept in (self._progress, self._progress_written, self._unsaid, self._waits_said):
                 kept.pop(node, None)
 
@@ -342,6 +369,8 @@ class Executor:
         )
         with self._lock:
             self._ledger.settle(chosen, undone={*result.blocked, *result.gone, *result.skipped})
+        with self._lock:
+            self._wait(plan.node, set(chosen.waiting.values()))
         for pod, budget_key in chosen.waiting.items():
             # Not asked for: the budget's next change wakes the drain (no timer, no 429).
             result.budgets.setdefault(pod, budget_key)

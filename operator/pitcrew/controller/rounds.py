@@ -45,7 +45,7 @@ from concurrent.futures import Executor as Pool
 from dataclasses import replace
 from typing import Any, Protocol
 
-from pitcrew.api.gpunode import GPUNodeStatus, Phase
+from pitcrew.api.gpunode import GPUNodeStatus
 from pitcrew.api.vocabulary import PITCREW_TAINTS, TAKEN_OUT, UNHEALTHY
 from pitcrew.controller import metrics
 from pitcrew.controller.executor import Executor, Plan
@@ -147,10 +147,13 @@ class RoundLoop:
         if kind == "gpunode":
             self.last_gpunode_event = self.clock()
         if kind == "pdb":
-            # A budget that changed may allow a waiting eviction: the drains go on now,
-            # not on a timer.
+            # A budget that changed may allow a waiting eviction: the drains that wait
+            # for it go on now, not on a timer.
             self.store.put(kind, obj, deleted=deleted)
-            self.mark(self.store.phase_of(Phase.DRAINING))
+            meta = obj.get("metadata") or {}
+            self.mark(
+                self.executor.waiting_for(f"{meta.get('namespace', '')}/{meta.get('name', '')}")
+            )
             return
         if kind == "window":
             self.store.put(kind, obj, deleted=deleted)
@@ -359,7 +362,7 @@ class RoundLoop:
             if (
                 not decision.actions
                 and decision.status == state.status
-                and not self.executor.owes_progress(name)
+                and not self.executor.owes_progress(name, now)
             ):
                 fleets[policy.name] = fleet
                 self._unchanged(state, decision, policy, fleet, now)

@@ -207,10 +207,6 @@ class Store:
             self._summaries[name] = cached
         return cached
 
-    def phase_of(self, phase: Phase) -> list[str]:
-        """The nodes whose stored status is in ``phase``."""
-        return [name for name in self.gpunodes if self._summarized(name)[1].phase is phase]
-
     def published_checks(self, name: str) -> AgentChecks | None:
         """:func:`~pitcrew.core.convert.published_checks` of GPUNode ``name``, parsed
         once per resourceVersion."""

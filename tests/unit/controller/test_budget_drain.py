@@ -246,6 +246,35 @@ def test_a_node_deleted_mid_drain_leaves_no_held_progress_behind() -> None:
         shell.round("n1")
     shell.store.put("pod", training_pod("trainer-0"), deleted=True)
     shell.round("n1")
-    assert shell.executor.owes_progress("n1")
+    assert shell.executor.owes_progress("n1", shell.now + PROGRESS_EVERY)
     shell.rounds.observe("node", shell.store.nodes["n1"], deleted=True)
-    assert not shell.executor.owes_progress("n1")
+    assert not shell.executor.owes_progress("n1", shell.now + PROGRESS_EVERY)
+
+
+def test_a_budget_change_wakes_only_the_drains_that_wait_for_it() -> None:
+    shell = Shell(
+        nodes={"n1": healthy_status(), "n2": healthy_status(), "n3": healthy_status()},
+        policy=policy_object(),
+    )
+    shell.settle()
+    for name in ("trainer-0", "trainer-1"):
+        shell.store.put("pod", training_pod(name))  # on n1, under train/llm
+    other = training_pod("server-0")
+    other["metadata"]["labels"] = {"app": "web"}  # type: ignore[index]
+    other["spec"] = {"nodeName": "n2"}
+    shell.store.put("pod", other)
+    shell.store.put("pdb", pdb(0))
+    shell.fail("n1")
+    shell.fail("n2")
+    for _ in range(3):
+        shell.round("n1", "n2")
+    assert shell.phase("n1") is Phase.DRAINING
+    assert shell.executor.waiting_for("train/llm") == ["n1"]
+    shell.rounds.dirty.clear()
+    shell.rounds.observe("pdb", pdb(1))
+    assert shell.rounds.dirty == {"n1"}
+    shell.round("n1")
+    assert shell.executor.waiting_for("train/llm") == ["n1"]  # one of two went
+    shell.rounds.observe("pdb", pdb(2, disrupted=("trainer-0", "trainer-1")))
+    shell.round("n1")
+    assert shell.executor.waiting_for("train/llm") == []
