@@ -35,8 +35,9 @@ def test_a_short_demo_takes_faulty_nodes_out_and_cleans_up(tmp_path: Path) -> No
     assert 1 <= int(taken_out.split("│")[2]) <= on_nodes
     assert "job goodput" in summary
     # The job's own count and Pitcrew's ledger agree: every restart is an interruption,
-    # and the time wasted is the steps lost, within a second's steps per loss: the API
-    # stamps a pod's stop in whole seconds, and the demo's compressed steps are 0.5 s
+    # and the time wasted is the steps lost, within a second's steps and one step per
+    # loss: the API stamps a pod's stop in whole seconds, the job counts whole steps
+    # (a CI run measured 1.03 s a loss over four), and the demo's compressed steps are 0.5 s
     # (tests/e2e/operator/test_job_accounting.py holds the ledger to one step at
     # steps longer than that second). The counts may differ by one: two losses within
     # about a second (six faults in 40 s here) are one to whichever side did not see
@@ -49,7 +50,7 @@ def test_a_short_demo_takes_faulty_nodes_out_and_cleans_up(tmp_path: Path) -> No
     interruptions = int(ledger.split("│")[2].split("/")[0])
     ledger_steps = float(ledger.split("=")[1].split("steps")[0])
     assert abs(interruptions - restarts) <= 1, summary
-    assert abs(ledger_steps - lost) <= max(1.0, restarts * STEPS_PER_SECOND), summary
+    assert abs(ledger_steps - lost) <= max(1.0, restarts * (STEPS_PER_SECOND + 1)), summary
     assert (directory / "cluster" / "state.json").exists() is False
     assert devcluster.status(directory=directory / "cluster")["running"] is False
 
