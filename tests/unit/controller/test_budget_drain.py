@@ -4,6 +4,7 @@ allows more."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -53,12 +54,39 @@ def pdb(allowed: int, *, disrupted: tuple[str, ...] = ()) -> dict[str, object]:
     }
 
 
-def test_a_drain_evicts_within_the_budget_and_resumes_when_it_changes() -> None:
+def training_shell(pods: int, allowed: int) -> Shell:
+    """Two nodes; ``pods`` training pods on n1 under one budget allowing ``allowed``."""
     shell = Shell(nodes={"n1": healthy_status(), "n2": healthy_status()}, policy=policy_object())
     shell.settle()
-    for name in ("trainer-0", "trainer-1", "trainer-2"):
-        shell.store.put("pod", training_pod(name))
-    shell.store.put("pdb", pdb(1))
+    for index in range(pods):
+        shell.store.put("pod", training_pod(f"trainer-{index}"))
+    shell.store.put("pdb", pdb(allowed))
+    return shell
+
+
+def answering(
+    shell: Shell, monkeypatch: pytest.MonkeyPatch, answer: Callable[[list[str]], EvictionResult]
+) -> list[str]:
+    """Make the apiserver answer every eviction with ``answer``; the pods asked for."""
+    asked: list[str] = []
+
+    def evict(pods: Any, **_: Any) -> EvictionResult:
+        keys = [p.key for p in pods]
+        asked.extend(keys)
+        return answer(keys)
+
+    monkeypatch.setattr(shell.cluster, "evict", evict)
+    return asked
+
+
+def draining(shell: Shell, rounds: int = 3) -> None:
+    shell.fail("n1")
+    for _ in range(rounds):
+        shell.round("n1")
+
+
+def test_a_drain_evicts_within_the_budget_and_resumes_when_it_changes() -> None:
+    shell = training_shell(3, allowed=1)
     shell.cluster.calls.clear()
     shell.fail("n1")
     for _ in range(4):
@@ -91,33 +119,17 @@ def test_an_eviction_the_apiserver_refused_spends_nothing_of_the_budget(
 ) -> None:
     """A throttled apiserver answers 429 too: the pod must be asked for again, not
     wait for a budget version that will never come."""
-    shell = Shell(nodes={"n1": healthy_status(), "n2": healthy_status()}, policy=policy_object())
-    shell.settle()
-    shell.store.put("pod", training_pod("trainer-0"))
-    shell.store.put("pdb", pdb(1))
-    asked: list[str] = []
-
-    def throttled(pods: Any, **_: Any) -> EvictionResult:
-        keys = [p.key for p in pods]
-        asked.extend(keys)
-        return EvictionResult(blocked=dict.fromkeys(keys, "Too many requests"))
-
-    monkeypatch.setattr(shell.cluster, "evict", throttled)
-    shell.fail("n1")
-    for _ in range(4):
-        shell.round("n1")
+    shell = training_shell(1, allowed=1)
+    asked = answering(
+        shell, monkeypatch, lambda keys: EvictionResult(blocked=dict.fromkeys(keys, "Too many"))
+    )
+    draining(shell, rounds=4)
     assert asked.count("train/trainer-0") >= 2  # asked again, the budget unchanged
 
 
 def test_a_drain_says_once_which_budget_it_waits_for_however_often_it_wakes() -> None:
-    shell = Shell(nodes={"n1": healthy_status(), "n2": healthy_status()}, policy=policy_object())
-    shell.settle()
-    for name in ("trainer-0", "trainer-1"):
-        shell.store.put("pod", training_pod(name))
-    shell.store.put("pdb", pdb(0))
-    shell.fail("n1")
-    for _ in range(3):
-        shell.round("n1")
+    shell = training_shell(2, allowed=0)
+    draining(shell)
     for _ in range(5):  # five changes of budgets elsewhere wake the drain
         shell.store.put("pdb", pdb(0))
         shell.round("n1")
@@ -128,14 +140,8 @@ def test_a_drain_says_once_which_budget_it_waits_for_however_often_it_wakes() ->
 
 
 def test_a_drains_progress_is_written_at_most_every_few_seconds_and_never_lost() -> None:
-    shell = Shell(nodes={"n1": healthy_status(), "n2": healthy_status()}, policy=policy_object())
-    shell.settle()
-    for name in ("trainer-0", "trainer-1", "trainer-2"):
-        shell.store.put("pod", training_pod(name))
-    shell.store.put("pdb", pdb(3))
-    shell.fail("n1")
-    for _ in range(3):
-        shell.round("n1")
+    shell = training_shell(3, allowed=3)
+    draining(shell)
     assert shell.phase("n1") is Phase.DRAINING
     terminate_evicted(shell)
     written = len(shell.cluster.writes("apply_gpunode_status"))
@@ -159,14 +165,8 @@ def test_a_drains_progress_is_written_at_most_every_few_seconds_and_never_lost()
 
 
 def test_evictions_are_said_in_one_event_with_the_progress_write() -> None:
-    shell = Shell(nodes={"n1": healthy_status(), "n2": healthy_status()}, policy=policy_object())
-    shell.settle()
-    for name in ("trainer-0", "trainer-1", "trainer-2"):
-        shell.store.put("pod", training_pod(name))
-    shell.store.put("pdb", pdb(1))
-    shell.fail("n1")
-    for _ in range(3):
-        shell.round("n1")
+    shell = training_shell(3, allowed=1)
+    draining(shell)
 
     def said() -> list[str]:
         return [m for ref, r, m, _ in shell.events.posted if r == "Evicted" and ref.kind == "Node"]
@@ -185,14 +185,8 @@ def test_evictions_are_said_in_one_event_with_the_progress_write() -> None:
 
 
 def test_held_progress_is_written_when_due_even_if_the_drain_changes_no_more() -> None:
-    shell = Shell(nodes={"n1": healthy_status(), "n2": healthy_status()}, policy=policy_object())
-    shell.settle()
-    for name in ("trainer-0", "trainer-1"):
-        shell.store.put("pod", training_pod(name))
-    shell.store.put("pdb", pdb(2))
-    shell.fail("n1")
-    for _ in range(3):
-        shell.round("n1")
+    shell = training_shell(2, allowed=2)
+    draining(shell)
     written = len(shell.cluster.writes("apply_gpunode_status"))
     shell.store.put("pod", training_pod("trainer-0"), deleted=True)
     terminating = training_pod("trainer-1")  # and then nothing: it takes its time
@@ -213,22 +207,13 @@ def test_an_eviction_with_no_answer_holds_its_room_until_the_hold_ends(
 ) -> None:
     """A timeout may hide an eviction the apiserver made: asking for the budget's room
     again at once could take a second pod the budget does not allow."""
-    shell = Shell(nodes={"n1": healthy_status(), "n2": healthy_status()}, policy=policy_object())
-    shell.settle()
-    for name in ("trainer-0", "trainer-1"):
-        shell.store.put("pod", training_pod(name))
-    shell.store.put("pdb", pdb(1))
-    asked: list[str] = []
-
-    def unanswered(pods: Any, **_: Any) -> EvictionResult:
-        keys = [p.key for p in pods]
-        asked.extend(keys)
-        return EvictionResult(failed=dict.fromkeys(keys, "ReadTimeoutError: timed out"))
-
-    monkeypatch.setattr(shell.cluster, "evict", unanswered)
-    shell.fail("n1")
-    for _ in range(4):
-        shell.round("n1")
+    shell = training_shell(2, allowed=1)
+    asked = answering(
+        shell,
+        monkeypatch,
+        lambda keys: EvictionResult(failed=dict.fromkeys(keys, "ReadTimeoutError: timed out")),
+    )
+    draining(shell, rounds=4)
     assert len(asked) == 1
     shell.now += HELD_FOR
     shell.round("n1")
@@ -236,14 +221,8 @@ def test_an_eviction_with_no_answer_holds_its_room_until_the_hold_ends(
 
 
 def test_a_node_deleted_mid_drain_leaves_no_held_progress_behind() -> None:
-    shell = Shell(nodes={"n1": healthy_status(), "n2": healthy_status()}, policy=policy_object())
-    shell.settle()
-    for name in ("trainer-0", "trainer-1"):
-        shell.store.put("pod", training_pod(name))
-    shell.store.put("pdb", pdb(2))
-    shell.fail("n1")
-    for _ in range(3):
-        shell.round("n1")
+    shell = training_shell(2, allowed=2)
+    draining(shell)
     shell.store.put("pod", training_pod("trainer-0"), deleted=True)
     shell.round("n1")
     assert shell.executor.owes_progress("n1", shell.now + PROGRESS_EVERY)
