@@ -88,9 +88,7 @@ def draining(shell: Shell, rounds: int = 3) -> None:
 def test_a_drain_evicts_within_the_budget_and_resumes_when_it_changes() -> None:
     shell = training_shell(3, allowed=1)
     shell.cluster.calls.clear()
-    shell.fail("n1")
-    for _ in range(4):
-        shell.round("n1")
+    draining(shell, rounds=4)
     assert shell.phase("n1") is Phase.DRAINING
     asked = [k for keys in shell.cluster.writes("evict") for k in keys]
     assert len(asked) == 1  # the budget allows one; the same version is never spent twice
