@@ -18,7 +18,7 @@ from pitcrew.kube.evictions import EvictionResult
 APP = {"app": "llm"}
 
 
-def training_pod(name: str) -> dict[str, object]:
+def training_pod(name: str) -> dict[str, Any]:
     return {
         "metadata": {
             "namespace": "train",
@@ -38,7 +38,7 @@ def terminate_evicted(shell: Shell) -> list[str]:
     for name in names:
         if f"train/{name}" in shell.store.pods:
             leaving = training_pod(name)
-            leaving["metadata"]["deletionTimestamp"] = T0.isoformat()  # type: ignore[index]
+            leaving["metadata"]["deletionTimestamp"] = T0.isoformat()
             shell.store.put("pod", leaving)
     return names
 
@@ -103,7 +103,7 @@ def test_a_drain_evicts_within_the_budget_and_resumes_when_it_changes() -> None:
     shell.round("n1")
     assert len([k for keys in shell.cluster.writes("evict") for k in keys]) == 1
     leaving = training_pod(evicted)
-    leaving["metadata"]["deletionTimestamp"] = T0.isoformat()  # type: ignore[index]
+    leaving["metadata"]["deletionTimestamp"] = T0.isoformat()
     shell.store.put("pod", leaving)
     shell.store.put("pdb", pdb(1))  # the disruption controller's count: room again
     shell.round("n1")
@@ -188,7 +188,7 @@ def test_held_progress_is_written_when_due_even_if_the_drain_changes_no_more() -
     written = len(shell.cluster.writes("apply_gpunode_status"))
     shell.store.put("pod", training_pod("trainer-0"), deleted=True)
     terminating = training_pod("trainer-1")  # and then nothing: it takes its time
-    terminating["metadata"]["deletionTimestamp"] = T0.isoformat()  # type: ignore[index]
+    terminating["metadata"]["deletionTimestamp"] = T0.isoformat()
     shell.store.put("pod", terminating)
     shell.round("n1")
     assert len(shell.cluster.writes("apply_gpunode_status")) == written  # held
@@ -237,7 +237,7 @@ def test_a_budget_change_wakes_only_the_drains_that_wait_for_it() -> None:
     for name in ("trainer-0", "trainer-1"):
         shell.store.put("pod", training_pod(name))  # on n1, under train/llm
     other = training_pod("server-0")
-    other["metadata"]["labels"] = {"app": "web"}  # type: ignore[index]
+    other["metadata"]["labels"] = {"app": "web"}
     other["spec"] = {"nodeName": "n2"}
     shell.store.put("pod", other)
     shell.store.put("pdb", pdb(0))

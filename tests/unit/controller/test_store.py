@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import datetime
+from typing import Any
 
 from shell_fakes import gpunode, healthy_status, node_object, policy_object, version
 
@@ -152,7 +153,7 @@ def test_a_policy_status_write_keeps_every_nodes_match_and_the_fleet() -> None:
 def test_a_budgets_disrupted_pods_are_remembered_after_its_controller_drops_them() -> None:
     store = Store()
 
-    def pdb(*disrupted: str) -> dict[str, object]:
+    def pdb(*disrupted: str) -> dict[str, Any]:
         return {
             "metadata": {"namespace": "train", "name": "llm", "resourceVersion": version()},
             "spec": {"selector": {"matchLabels": {"app": "llm"}}},
@@ -162,6 +163,6 @@ def test_a_budgets_disrupted_pods_are_remembered_after_its_controller_drops_them
     evicted = pdb("a")  # the eviction's write
     store.put("pdb", evicted)
     store.put("pdb", pdb())  # the controller saw the pod terminating
-    assert store.disrupted("train/llm") == {"a": int(evicted["metadata"]["resourceVersion"])}  # type: ignore[index]
+    assert store.disrupted("train/llm") == {"a": int(evicted["metadata"]["resourceVersion"])}
     store.put("pdb", pdb(), deleted=True)
     assert store.disrupted("train/llm") == {}
