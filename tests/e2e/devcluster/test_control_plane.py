@@ -76,6 +76,26 @@ def test_pod_is_scheduled_and_evicted(core: client.CoreV1Api, namespace: str) ->
     eventually(lambda: gone(core, "victim", namespace), what="evicted pod to disappear")
 
 
+def ready(core: client.CoreV1Api, name: str, namespace: str) -> bool:
+    conditions = core.read_namespaced_pod(name, namespace).status.conditions or []
+    return any(c.type == "Ready" and c.status == "True" for c in conditions)
+
+
+def test_a_pod_marked_not_ready_is_readied_again(core: client.CoreV1Api, namespace: str) -> None:
+    """As the node lifecycle controller marks pods when their node misses heartbeats,
+    and as a live kubelet then undoes: a budget over the pod must not stay at zero."""
+    core.create_namespaced_pod(namespace, pod_manifest("blip", node="gpu-node-0002"))
+    eventually(lambda: ready(core, "blip", namespace), what="pod Ready")
+    core.patch_namespaced_pod_status(
+        "blip",
+        namespace,
+        {"status": {"conditions": [{"type": "Ready", "status": "False"}]}},
+    )
+    assert not ready(core, "blip", namespace)
+    eventually(lambda: ready(core, "blip", namespace), timeout=60, what="pod Ready again")
+    assert running(core, "blip", namespace)
+
+
 def test_eviction_blocked_by_pdb_returns_429(
     api_client: client.ApiClient, core: client.CoreV1Api, namespace: str
 ) -> None:
