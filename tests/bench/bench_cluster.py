@@ -33,6 +33,7 @@ from kubernetes import client
 
 from pitcrew.api.vocabulary import SIMULATED_LABEL
 from pitcrew.kube.client import list_all
+from pitcrew.sim import devcluster
 from pitcrew.sim.devcluster.cluster import ClusterState
 from pitcrew.sim.stack import SimStack
 
@@ -62,6 +63,7 @@ class Bench:
         *,
         pinned: bool = True,
         apiserver_flags: dict[str, str] | None = None,
+        beat: devcluster.Heartbeats | None = None,
     ) -> None:
         started = time.monotonic()
         self.nodes = nodes
@@ -76,6 +78,7 @@ class Bench:
                 nodes=nodes,
                 timeout=max(900.0, nodes * 0.3),
                 apiserver_flags=apiserver_flags,
+                beat=beat,
                 log=lambda _: None,
             )
         )

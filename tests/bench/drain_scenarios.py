@@ -20,6 +20,7 @@ made, watches and retries included, and nothing another client made.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import shutil
 import subprocess
@@ -29,12 +30,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from bench_cluster import Bench, emit, node_names
+from bench_cluster import Bench, emit, node_names, quantiles
 from fleet_reports import FleetReports
-from kubernetes import client
+from kubernetes import client, watch
 
 from pitcrew.api.vocabulary import account_name
 from pitcrew.kube.client import list_all
+from pitcrew.sim import devcluster
 from pitcrew.sim.stack import NAMESPACE
 
 HALF = "bench.pitcrew.dev/half"
@@ -45,10 +47,24 @@ AUDIT_POLICY = f"""apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived", "ResponseStarted"]
 rules:
+- level: Request
+  users: ["{OPERATOR_USER}"]
+  verbs: ["create"]
+  resources: [{{group: "", resources: ["events"]}}]
 - level: Metadata
   users: ["{OPERATOR_USER}", "{ADMIN_USER}"]
 - level: None
 """
+
+
+HEARTBEAT_LOAD = 4
+"""The drains' kubelets beat as a fleet this many times larger would (longer Leases,
+rarer status writes): the control plane here has one core, and 1,500 pods moving at
+once beside a Lease renewal every 15 s per node let its controller-manager fall a
+minute behind the Leases. It then marks healthy nodes NotReady and their pods
+unready, and every budget over them allows nothing: a drain measured there measures
+an overloaded control plane (kwok readies such pods again, as a kubelet would).
+Pitcrew reads no heartbeat of the kubelets'."""
 
 
 def audited_bench(directory: Path, nodes: int, args: argparse.Namespace) -> Bench:
@@ -65,6 +81,7 @@ def audited_bench(directory: Path, nodes: int, args: argparse.Namespace) -> Benc
             "--audit-log-format": "json",
             "--audit-log-maxsize": "0",
         },
+        beat=devcluster.heartbeats(HEARTBEAT_LOAD * nodes),
     )
 
 
@@ -74,6 +91,8 @@ class Audit:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.offset = 0
+        self.events: dict[str, int] = {}
+        """The Events the last :meth:`count` found created, by reason and object kind."""
 
     def mark(self) -> None:
         self.offset = self.path.stat().st_size if self.path.exists() else 0
@@ -83,6 +102,7 @@ class Audit:
         ``agent``), by verb and resource (``create pods/eviction``)."""
         time.sleep(2)  # the last responses' events reach the file
         found: dict[str, int] = {}
+        self.events = {}
         with self.path.open("rb") as log:
             log.seek(self.offset)
             for line in log:
@@ -99,6 +119,12 @@ class Audit:
                     what += "/" + ref["subresource"]
                 key = f"{event['verb']} {what}"
                 found[key] = found.get(key, 0) + 1
+                posted = event.get("requestObject") or {}
+                if what == "events" and posted.get("reason"):
+                    # Which Events the requests were (Request level for the operator's).
+                    kind = (posted.get("involvedObject") or {}).get("kind", "?")
+                    key = f"Event {posted['reason']} on {kind}"
+                    self.events[key] = self.events.get(key, 0) + 1
         return found
 
 
@@ -112,12 +138,47 @@ def label(bench: Bench, names: list[str], value: str) -> None:
         )
 
 
-def work_pods_on(bench: Bench, nodes: set[str]) -> int:
-    return sum(
-        1
-        for pod in list_all(bench.api, f"/api/v1/namespaces/{WORK}/pods")
-        if (pod.get("spec") or {}).get("nodeName") in nodes
-    )
+def wait_drained(bench: Bench, nodes: set[str], timeout: float = 1800) -> None:
+    """Until no work pod is left on ``nodes``, followed by a watch: a LIST of every
+    pod at each poll would load the apiserver whose drain is being measured (3,000
+    pods every two seconds is more than the drain's own requests)."""
+    deadline = time.monotonic() + timeout
+    left: set[str] = set()  # the work pods on ``nodes``
+    version = ""
+    while True:
+        if not version:
+            listed = json.loads(bench.core.list_namespaced_pod(WORK, _preload_content=False).data)
+            left = {
+                p["metadata"]["name"] for p in listed["items"] if p["spec"].get("nodeName") in nodes
+            }
+            version = listed["metadata"]["resourceVersion"]
+        if not left:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{len(left)} pods still on the drained nodes after {timeout:.0f}s")
+        try:
+            for event in watch.Watch().stream(
+                bench.core.list_namespaced_pod,
+                WORK,
+                resource_version=version,
+                timeout_seconds=30,
+                deserialize=False,
+            ):
+                pod = event["object"]
+                if event["type"] == "ERROR":  # the version is too old: list again
+                    version = ""
+                    break
+                version = pod["metadata"]["resourceVersion"]
+                name = pod["metadata"]["name"]
+                if event["type"] == "DELETED" or pod["spec"].get("nodeName") not in nodes:
+                    left.discard(name)
+                else:
+                    left.add(name)
+                if not left:
+                    return
+        except client.ApiException as error:  # a loaded apiserver: list again
+            print(f"watching the drain: {error.status} {error.reason}", flush=True)
+            version = ""
 
 
 def running_pods(bench: Bench) -> int:
@@ -211,12 +272,29 @@ def pitcrew_drain(bench: Bench, reports: FleetReports, targets: list[str]) -> fl
     started = time.monotonic()
     with ThreadPoolExecutor(max_workers=32) as pool:
         list(pool.map(lambda node: reports.write(node, failing=True), targets))
-    left = set(targets)
-    bench.wait_for("Pitcrew's drain", lambda: work_pods_on(bench, left) == 0)
+    wait_drained(bench, set(targets))
     return time.monotonic() - started
 
 
-def per_pod(requests: dict[str, int], pods: int) -> dict[str, Any]:
+def replacements(bench: Bench, since: datetime.datetime) -> dict[str, Any]:
+    """How long the control plane took from creating each replacement pod (one created
+    after ``since``) to running it (scheduler and kwok): the part of a drain no
+    drainer controls, since a budget that allows one disruption waits for it before
+    every next eviction. Its container's start, not its Ready condition: a pod the
+    node lifecycle controller marked unready is readied again later."""
+    started = []
+    for pod in list_all(bench.api, f"/api/v1/namespaces/{WORK}/pods"):
+        created = datetime.datetime.fromisoformat(pod["metadata"]["creationTimestamp"])
+        containers = pod["status"].get("containerStatuses") or [{}]
+        running = (containers[0].get("state") or {}).get("running") or {}
+        if created < since or "startedAt" not in running:
+            continue
+        began = datetime.datetime.fromisoformat(running["startedAt"])
+        started.append((began - created).total_seconds())
+    return {"pods": len(started), "created_to_running_s": quantiles(started)}
+
+
+def per_pod(requests: dict[str, int], pods: int, events: dict[str, int]) -> dict[str, Any]:
     total = sum(requests.values())
     evictions = requests.get("create pods/eviction", 0)
     return {
@@ -224,6 +302,7 @@ def per_pod(requests: dict[str, int], pods: int) -> dict[str, Any]:
         "requests_per_pod": round(total / pods, 2),
         "eviction_requests_per_pod": round(evictions / pods, 2),
         "by_verb": dict(sorted(requests.items(), key=lambda kv: -kv[1])[:8]),
+        "events_created": dict(sorted(events.items(), key=lambda kv: -kv[1])),
     }
 
 
@@ -257,6 +336,7 @@ def drain(args: argparse.Namespace, directory: Path) -> None:
         label(bench, names[3 * n :], "sink")
         time.sleep(5)
         audit.mark()
+        since = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
         pitcrew_s = pitcrew_drain(bench, reports, pitcrew_half)
         pitcrew_requests = audit.count(user=OPERATOR_USER)
         emit(
@@ -268,8 +348,9 @@ def drain(args: argparse.Namespace, directory: Path) -> None:
                 "kubectl_s": round(kubectl_s, 1),
                 "pitcrew_s": round(pitcrew_s, 1),
                 "speedup": round(kubectl_s / pitcrew_s, 2),
-                "kubectl": per_pod(kubectl_requests, pods),
-                "pitcrew": per_pod(pitcrew_requests, pods),
+                "kubectl": per_pod(kubectl_requests, pods, {}),
+                "pitcrew": per_pod(pitcrew_requests, pods, audit.events),
+                "pitcrew_replacements": replacements(bench, since),
             },
             bench=bench,
             as_json=args.json,
@@ -292,8 +373,10 @@ def training(args: argparse.Namespace, directory: Path) -> None:
         label(bench, names[n:], "sink")
         time.sleep(5)
         audit.mark()
+        since = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
         seconds = pitcrew_drain(bench, reports, targets)
         pods = 4 * (n // 2)
+        requests = audit.count(user=OPERATOR_USER)
         emit(
             "training",
             {
@@ -301,7 +384,8 @@ def training(args: argparse.Namespace, directory: Path) -> None:
                 "jobs": n // 2,
                 "pods_evicted": pods,
                 "all_drained_s": round(seconds, 1),
-                "pitcrew": per_pod(audit.count(user=OPERATOR_USER), pods),
+                "pitcrew": per_pod(requests, pods, audit.events),
+                "replacements": replacements(bench, since),
             },
             bench=bench,
             as_json=args.json,

@@ -263,10 +263,19 @@ class Executor:
         if not self.leading():
             raise NotLeadingError(f"not acting on {node}: this process's Lease is not renewed")
 
-    def _event(self, node: str, reason: str, message: str, *, warning: bool = False) -> None:
+    def _event(
+        self, node: str, reason: str, message: str, *, warning: bool = False, gpunode: bool = True
+    ) -> None:
+        """An Event on the Node (what ``kubectl describe node`` shows) and, unless
+        ``gpunode`` is False, on its GPUNode too. A drain's own detail (evictions,
+        refusals) goes on the Node only, where a ``kubectl drain`` user looks for it:
+        the GPUNode's ``status.drain`` counts it, and a second copy of each would be
+        a third of a drain's API requests."""
         uid = self.store.nodes.get(node, {}).get("metadata", {}).get("uid", "")
-        gpu_uid = self.store.gpunodes.get(node, {}).get("metadata", {}).get("uid", "")
-        for ref in (node_ref(node, uid), gpunode_ref(node, gpu_uid)):
+        self.events.emit(node_ref(node, uid), reason=reason, message=message, warning=warning)
+        if gpunode:
+            gpu_uid = self.store.gpunodes.get(node, {}).get("metadata", {}).get("uid", "")
+            ref = gpunode_ref(node, gpu_uid)
             self.events.emit(ref, reason=reason, message=message, warning=warning)
 
     def _perform(self, plan: Plan, action: a.Action, status: GPUNodeStatus) -> GPUNodeStatus:
@@ -382,20 +391,11 @@ class Executor:
         if result.evicted:
             with self._lock:  # said with the progress it makes (_say_evicted)
                 self._unsaid[plan.node] = [*self._unsaid.get(plan.node, []), *result.evicted]
-        for pod, why in sorted(result.blocked.items()):
-            self._event(plan.node, "EvictionBlocked", f"{pod}: {why}", warning=True)
-        if chosen.waiting and self._first_wait(plan.node, status):
-            budgets = sorted(set(chosen.waiting.values()))
-            self._event(
-                plan.node,
-                "EvictionBlocked",
-                f"{len(chosen.waiting)} pods wait for PodDisruptionBudgets "
-                f"{', '.join(budgets)[:600]} that allow no disruption now; each is evicted "
-                "when its budget allows (status.drain.blockedBy follows the budgets)",
-                warning=True,
-            )
+        if (chosen.waiting or result.blocked) and self._first_wait(plan.node, status):
+            message = _blocked_message(chosen.waiting, result.blocked)
+            self._event(plan.node, "EvictionBlocked", message, warning=True, gpunode=False)
         for pod, why in sorted(result.failed.items()):
-            self._event(plan.node, "EvictionFailed", f"{pod}: {why}", warning=True)
+            self._event(plan.node, "EvictionFailed", f"{pod}: {why}", warning=True, gpunode=False)
         if result.blocked or result.skipped:
             # Retried when the backoff ends, not at the next resync.
             self.requeue(plan.node, self.backoff.earliest(self.clock()))
@@ -432,14 +432,15 @@ class Executor:
                 return
             pods = sorted(self._unsaid.pop(node, []))
         if pods:
-            self._event(node, "Evicted", f"evicted {len(pods)} pods: {', '.join(pods)[:900]}")
+            message = f"evicted {len(pods)} pods: {', '.join(pods)[:900]}"
+            self._event(node, "Evicted", message, gpunode=False)
 
     def _first_wait(self, node: str, status: GPUNodeStatus) -> bool:
-        """Whether this is the first time ``node``'s drain waits for a budget: said once
-        per drain. Every change of a budget wakes every drain, and a node of thirty
-        apps waits, in turn, for thirty budgets; an Event for each would outnumber
-        the evictions. The status's ``drain.blockedBy`` names the budgets as they
-        change."""
+        """Whether this is the first time ``node``'s drain waits for a budget or is
+        refused an eviction: said once per drain. A node of thirty apps waits, in
+        turn, for thirty budgets, and a busy budget refuses some asks its watch had
+        not caught up with; an Event for each would outnumber the evictions. The
+        status's ``drain.blockedBy`` names the budgets as they change."""
         drain = status.drain.started_at if status.drain else None
         with self._lock:
             if self._waits_said.get(node) == drain:
@@ -571,3 +572,19 @@ class Executor:
                 self._progress_written.pop(node, None)
             else:
                 self._progress_written[node] = now
+
+
+def _blocked_message(waiting: Mapping[str, str], refused: Mapping[str, str]) -> str:
+    """What holds a drain back, said once (:meth:`Executor._first_wait`): the pods that
+    wait for budgets allowing no disruption, and those the API refused."""
+    said = []
+    if waiting:
+        budgets = ", ".join(sorted(set(waiting.values())))[:600]
+        said.append(
+            f"{len(waiting)} pods wait for PodDisruptionBudgets {budgets} that allow no "
+            "disruption now; each is evicted when its budget allows"
+        )
+    if refused:
+        pods = "; ".join(f"{pod}: {why}" for pod, why in sorted(refused.items()))[:600]
+        said.append(f"the API refused {len(refused)} evictions ({pods}); retried with backoff")
+    return "; ".join(said) + " (status.drain.blockedBy follows what blocks the drain)"

@@ -66,6 +66,7 @@ class SimStack:
         model: GpuModel | None = None,
         timeout: float = 180.0,
         apiserver_flags: dict[str, str] | None = None,
+        beat: devcluster.Heartbeats | None = None,
         log: Callable[[str], None] = print,
     ) -> Iterator[SimStack]:
         """A dev cluster of ``nodes`` simulated GPU nodes with Pitcrew installed; on exit
@@ -78,6 +79,7 @@ class SimStack:
             model=model or get_model("H100"),
             timeout=timeout,
             apiserver_flags=apiserver_flags,
+            beat=beat,
             log=log,
         )
         stack = cls(directory=directory, kubeconfig=state.kubeconfig)

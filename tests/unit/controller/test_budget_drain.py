@@ -132,9 +132,30 @@ def test_a_drain_says_once_which_budget_it_waits_for_however_often_it_wakes() ->
         shell.store.put("pdb", pdb(0))
         shell.round("n1")
     assert shell.phase("n1") is Phase.DRAINING
-    waiting = [m for _, r, m, _ in shell.events.posted if r == "EvictionBlocked"]
-    assert len(waiting) == 2  # once, on the Node and on its GPUNode
-    assert "PodDisruptionBudgets train/llm that allow no disruption now" in waiting[0]
+    waiting = [(ref.kind, m) for ref, r, m, _ in shell.events.posted if r == "EvictionBlocked"]
+    assert len(waiting) == 1  # once, on the Node (a drain's detail: not on the GPUNode)
+    assert waiting[0][0] == "Node"
+    assert "PodDisruptionBudgets train/llm that allow no disruption now" in waiting[0][1]
+
+
+def test_evictions_the_api_refuses_are_said_once_per_drain(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    shell = training_shell(2, allowed=2)
+    answering(
+        shell, monkeypatch, lambda keys: EvictionResult(blocked=dict.fromkeys(keys, "Too many"))
+    )
+    draining(shell, rounds=4)
+    refused = [(ref.kind, m) for ref, r, m, _ in shell.events.posted if r == "EvictionBlocked"]
+    assert len(refused) == 1
+    assert refused[0][0] == "Node"
+    assert (
+        "the API refused 2 evictions (train/trainer-0: Too many; train/trainer-1:"
+        in (refused[0][1])
+    )
+    drain = shell.store.status("n1").drain
+    assert drain is not None
+    assert "Too many" in drain.blocked_by  # what blocks it now, as it changes
 
 
 def test_a_drains_progress_is_written_at_most_every_few_seconds_and_never_lost() -> None:
@@ -180,6 +201,9 @@ def test_evictions_are_said_in_one_event_with_the_progress_write() -> None:
     shell.round("n1")
     assert len(said()) == 2
     assert said()[1].startswith("evicted 2 pods: train/trainer-")
+    on_gpunode = [r for ref, r, _, _ in shell.events.posted if ref.kind == "GPUNode"]
+    assert "Evicted" not in on_gpunode  # the drain's detail is on the Node
+    assert "Xid" in on_gpunode  # the decisions (here the fault that started it) on both
 
 
 def test_held_progress_is_written_when_due_even_if_the_drain_changes_no_more() -> None:

@@ -1,12 +1,15 @@
 """A real local Kubernetes control plane with simulated GPU nodes, for tests and the demo.
 
 Public surface: :func:`up`, :func:`down`, :func:`status`, :func:`restart`,
-:func:`node_kubeconfig`, :class:`ClusterState` and :class:`DevclusterError`.
+:func:`node_kubeconfig`, :func:`heartbeats`, :class:`Heartbeats`, :class:`ClusterState`
+and :class:`DevclusterError`.
 """
 
 from pitcrew.sim.devcluster.cluster import (
     ClusterState,
+    Heartbeats,
     down,
+    heartbeats,
     node_kubeconfig,
     restart,
     status,
@@ -17,7 +20,9 @@ from pitcrew.sim.devcluster.errors import DevclusterError
 __all__ = [
     "ClusterState",
     "DevclusterError",
+    "Heartbeats",
     "down",
+    "heartbeats",
     "node_kubeconfig",
     "restart",
     "status",

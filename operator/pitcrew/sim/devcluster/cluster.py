@@ -240,12 +240,14 @@ def up(
     apiserver_port: int | None = None,
     timeout: float = 180.0,
     apiserver_flags: dict[str, str] | None = None,
+    beat: Heartbeats | None = None,
     log: Callable[[str], None] = print,
 ) -> ClusterState:
     """Build if needed, start the control plane and ``node_count`` fake GPU nodes;
     past 1,000 nodes the kubelets' heartbeats slow down with the fleet
-    (:func:`heartbeats`). ``apiserver_flags`` (``{"--name": "value"}``) add to
-    kube-apiserver's or replace them (a benchmark's audit log)."""
+    (:func:`heartbeats`) unless ``beat`` says how often they come.
+    ``apiserver_flags`` (``{"--name": "value"}``) add to kube-apiserver's or replace
+    them (a benchmark's audit log)."""
     directory = directory.resolve()
     existing = ClusterState.load(directory)
     if existing and any(is_alive(p) for p in existing.processes):
@@ -283,7 +285,7 @@ def up(
             credentials=credentials,
             port=port,
             timeout=timeout,
-            beat=heartbeats(node_count),
+            beat=beat or heartbeats(node_count),
             apiserver_flags=apiserver_flags or {},
         )
         log(
