@@ -69,6 +69,17 @@ class Plan:
 
 PROGRESS_EVERY = datetime.timedelta(seconds=30)
 """How often a drain's progress alone is written to its GPUNode's status, at most."""
+PROGRESS_WRITES_PER_SECOND = 10
+"""All drains' progress writes together, at most, when so many drains run that
+:data:`PROGRESS_EVERY` each would be more."""
+
+
+def progress_every(drains: int) -> datetime.timedelta:
+    """How often each of ``drains`` concurrent drains may write its progress: 750
+    nodes failing at once would otherwise write 25 times a second, on a control plane
+    that is busy moving their pods, to tell what a person reads once a minute."""
+    spread = datetime.timedelta(seconds=drains / PROGRESS_WRITES_PER_SECOND)
+    return max(PROGRESS_EVERY, spread)
 
 
 def _same_drain(stored: GPUNodeStatus, newer: GPUNodeStatus) -> bool:
@@ -163,7 +174,8 @@ class Executor:
         draining node never rests)."""
         with self._lock:
             last = self._progress_written.get(node)
-            return node in self._progress and (last is None or now - last >= PROGRESS_EVERY)
+            every = progress_every(len(self._progress_written))
+            return node in self._progress and (last is None or now - last >= every)
 
     def waiting_for(self, budget: str) -> list[str]:
         """The nodes whose drains wait for PodDisruptionBudget ``budget`` (its change
@@ -537,9 +549,10 @@ class Executor:
 
     def _write_status(self, node: str, status: GPUNodeStatus) -> None:
         """Write what changed. A drain's progress alone (pods left, evicted, the budget
-        it waits for) is written at most every :data:`PROGRESS_EVERY`: fifty drains
-        woken by every budget change would otherwise write once per eviction. Until
-        then :meth:`known` hands it to the next decision, which writes it."""
+        it waits for) is written at most every :data:`PROGRESS_EVERY`, longer when
+        many drains run (:func:`progress_every`): fifty drains woken by every budget
+        change would otherwise write once per eviction. Until then :meth:`known`
+        hands it to the next decision, which writes it."""
         owned = gpunodes.AGENT_FIELDS | gpunodes.PROBE_FIELDS
         fields = gpunodes.status_fields(status, exclude=owned)
         current = self.store.status(node)
@@ -550,9 +563,10 @@ class Executor:
         now = self.clock()
         with self._lock:
             last = self._progress_written.get(node)
+            every = progress_every(len(self._progress_written))
             hold = (
                 last is not None
-                and now - last < PROGRESS_EVERY
+                and now - last < every
                 and _same_drain(current, status)
                 and gpunodes.status_fields(
                     current.model_copy(update={"drain": status.drain}), exclude=owned
@@ -562,7 +576,7 @@ class Executor:
             if hold:
                 self._progress[node] = status
         if hold and last is not None:
-            self.requeue(node, (last + PROGRESS_EVERY - now).total_seconds())
+            self.requeue(node, (last + every - now).total_seconds())
             return
         written = self.cluster.apply_gpunode_status(node=node, status=fields)
         self.store.put("gpunode", written)

@@ -11,7 +11,7 @@ import pytest
 from shell_fakes import T0, Shell, healthy_status, policy_object, version
 
 from pitcrew.api.gpunode import Phase
-from pitcrew.controller.executor import PROGRESS_EVERY
+from pitcrew.controller.executor import PROGRESS_EVERY, progress_every
 from pitcrew.core.budgets import HELD_FOR
 from pitcrew.kube.evictions import EvictionResult
 
@@ -279,3 +279,8 @@ def test_a_budget_change_wakes_only_the_drains_that_wait_for_it() -> None:
     shell.rounds.observe("pdb", pdb(2, disrupted=("trainer-0", "trainer-1")))
     shell.round("n1")
     assert shell.executor.waiting_for("train/llm") == []
+
+
+def test_many_drains_write_their_progress_less_often_each() -> None:
+    assert progress_every(1) == progress_every(300) == PROGRESS_EVERY
+    assert progress_every(750).total_seconds() == 75  # ten writes a second for all
