@@ -240,6 +240,7 @@ class Fleet:
         annotations: dict[str, str] | None = None,
         gpus: int = 8,
         owners: list[dict[str, str]] | None = None,
+        grace: int = 1,
     ) -> None:
         self.core.create_namespaced_pod(
             namespace,
@@ -259,7 +260,7 @@ class Fleet:
                             "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
                         }
                     ],
-                    "terminationGracePeriodSeconds": 1,
+                    "terminationGracePeriodSeconds": grace,
                 },
             },
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import time
 
 from fleet import Fleet, eventually
 from kubernetes import client
@@ -132,6 +133,39 @@ def test_pdb_blocks_the_drain_until_it_allows_it(
     )
     fleet.wait_phase(node, "Remediating", "Validating", "Healthy", timeout=30)
     fleet.wait_events(node, "EvictionBlocked")
+
+
+def test_an_evicted_pod_keeps_its_grace_period_and_the_drain_waits_for_it(
+    fleet_factory: type[Fleet], workload_namespace: str
+) -> None:
+    """The eviction carries no grace override: a pod that takes 8 s of its 60 to exit
+    on SIGTERM is given them, and the node is not remediated under it meanwhile."""
+    fleet = fleet_factory(size=2)
+    fleet.policy()
+    node = fleet.nodes[0]
+    fleet.wait_phase(node, "Healthy")
+    slow = {"sim.pitcrew.dev/shutdown-after": "8s"}
+    fleet.pod(workload_namespace, "slow-0", node, annotations=slow, grace=60)
+    fleet.inject(node, FATAL_XID)
+    leaving = eventually(
+        lambda: (
+            (
+                pod := fleet.core.read_namespaced_pod("slow-0", workload_namespace)
+            ).metadata.deletion_timestamp
+            and pod
+        ),
+        timeout=30,
+        what="the pod evicted",
+    )
+    assert leaving.metadata.deletion_grace_period_seconds == 60  # its own
+    while fleet.pod_exists(workload_namespace, "slow-0"):
+        assert fleet.phase(node) == "Draining"  # not remediated under a live pod
+        time.sleep(0.5)
+    exited = datetime.datetime.now(datetime.UTC)
+    # The deadline the apiserver set is the eviction plus the pod's grace period.
+    evicted = leaving.metadata.deletion_timestamp - datetime.timedelta(seconds=60)
+    assert exited - evicted >= datetime.timedelta(seconds=7)  # its 8 s (whole seconds)
+    fleet.wait_phase(node, "Remediating", "Validating", "Healthy", timeout=30)
 
 
 def test_a_foreign_cordon_is_never_undone(fleet_factory: type[Fleet]) -> None:
