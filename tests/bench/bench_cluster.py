@@ -63,10 +63,11 @@ class Bench:
         *,
         pinned: bool = True,
         apiserver_flags: dict[str, str] | None = None,
-        beat: devcluster.Heartbeats | None = None,
+        heartbeat_load: int = 1,
     ) -> None:
         started = time.monotonic()
         self.nodes = nodes
+        self.heartbeat_load = heartbeat_load
         self.pinned = pinned and len(cores()) > 1
         self.rest = cores() - {OPERATOR_CORE} if self.pinned else cores()
         if self.pinned:
@@ -78,7 +79,8 @@ class Bench:
                 nodes=nodes,
                 timeout=max(900.0, nodes * 0.3),
                 apiserver_flags=apiserver_flags,
-                beat=beat,
+                # The kubelets beat as a fleet ``heartbeat_load`` times larger would.
+                beat=devcluster.heartbeats(heartbeat_load * nodes),
                 log=lambda _: None,
             )
         )
@@ -329,6 +331,7 @@ def emit(scenario: str, figures: dict[str, Any], *, bench: Bench | None, as_json
     }
     if bench is not None:
         machine["operator_pinned_alone"] = bench.pinned
+        machine["heartbeat_load"] = bench.heartbeat_load
         machine["devcluster_up_s"] = round(bench.cluster_seconds, 1)
         machine["control_plane_rss_mib"] = {
             process.name: memory(process.pid)["rss_mib"]

@@ -36,7 +36,6 @@ from kubernetes import client, watch
 
 from pitcrew.api.vocabulary import account_name
 from pitcrew.kube.client import list_all
-from pitcrew.sim import devcluster
 from pitcrew.sim.stack import NAMESPACE
 
 HALF = "bench.pitcrew.dev/half"
@@ -57,14 +56,14 @@ rules:
 """
 
 
-HEARTBEAT_LOAD = 4
+DRAIN_HEARTBEAT_LOAD = 4
 """The drains' kubelets beat as a fleet this many times larger would (longer Leases,
-rarer status writes): the control plane here has one core, and 1,500 pods moving at
-once beside a Lease renewal every 15 s per node let its controller-manager fall a
-minute behind the Leases. It then marks healthy nodes NotReady and their pods
-unready, and every budget over them allows nothing: a drain measured there measures
-an overloaded control plane (kwok readies such pods again, as a kubelet would).
-Pitcrew reads no heartbeat of the kubelets'."""
+rarer status writes; ``--heartbeat-load``): the control plane here has one core,
+and 1,500 pods moving at once beside a Lease renewal every 15 s per node let its
+controller-manager fall a minute behind the Leases. It then marks healthy nodes
+NotReady and their pods unready, and every budget over them allows nothing: a
+drain measured there measures an overloaded control plane (kwok readies such pods
+again, as a kubelet would). Pitcrew reads no heartbeat of the kubelets'."""
 
 
 def audited_bench(directory: Path, nodes: int, args: argparse.Namespace) -> Bench:
@@ -81,7 +80,7 @@ def audited_bench(directory: Path, nodes: int, args: argparse.Namespace) -> Benc
             "--audit-log-format": "json",
             "--audit-log-maxsize": "0",
         },
-        beat=devcluster.heartbeats(HEARTBEAT_LOAD * nodes),
+        heartbeat_load=args.heartbeat_load or DRAIN_HEARTBEAT_LOAD,
     )
 
 

@@ -76,7 +76,9 @@ HEARTBEAT = "5m"
 def healthy_fleet(args: argparse.Namespace, directory: Path) -> tuple[Bench, FleetReports | None]:
     """A devcluster of ``--nodes`` Healthy GPUNodes, reported by :class:`FleetReports`
     (heartbeats running) or by the simulated agents."""
-    bench = Bench(directory, args.nodes, pinned=not args.no_pin)
+    bench = Bench(
+        directory, args.nodes, pinned=not args.no_pin, heartbeat_load=args.heartbeat_load or 1
+    )
     try:
         bench.policy({SIMULATED_LABEL: "true"})
         bench.start(sim_agents=args.sim_agents, heartbeat=HEARTBEAT)
@@ -340,6 +342,13 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=120)
     parser.add_argument("--sim-agents", action="store_true")
     parser.add_argument("--no-pin", action="store_true")
+    parser.add_argument(
+        "--heartbeat-load",
+        type=int,
+        default=None,
+        help="the kubelets beat as a fleet this many times larger would "
+        "(default 1; drain and training: 4)",
+    )
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--profile-dir", default="bench-profiles")
     parser.add_argument("--json", action="store_true")
