@@ -63,6 +63,8 @@ class FleetReports:
         self.healthy = agent_fields()
         self.failing = agent_fields(faults=FATAL_XID)
         self.failed: set[str] = set()
+        self.answered: dict[str, float] = {}
+        """When the apiserver answered each node's last report (Unix seconds)."""
         self.written = 0
         self._stop = threading.Event()
         self._writing = {node: threading.Lock() for node in nodes}
@@ -86,6 +88,7 @@ class FleetReports:
                 self.failed.add(node)
             body = self._body(failing or node in self.failed)
             gpunodes.apply_status(self.api, node=node, status=body, manager=AGENT_MANAGER)
+            self.answered[node] = time.time()
         self.written += 1
         return sent
 

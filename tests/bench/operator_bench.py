@@ -150,6 +150,12 @@ def burst(
         "decisions": spent["decisions"],
         **memory(bench.operator_pid),
     }
+    if reports is not None:
+        # From the apiserver's answer to the report: the watch, the decision, the cordon
+        # (the rest of fault to cordon is the report's own wait on the loaded apiserver).
+        figures["report_answered_to_cordon_s"] = quantiles(
+            [cordoned[n] - reports.answered[n] for n in targets if n in cordoned]
+        )
     if args.sim_agents:
         # Split at the agent's report: the simulated agents' share, then the operator's.
         reported = report_times(bench)
