@@ -44,6 +44,8 @@ from pitcrew.kube.client import request
 
 logger = logging.getLogger(__name__)
 NAMESPACE = "pitcrew-demo"
+START_AFTER = "sim.pitcrew.dev/start-after"
+"""A pod annotation: how long kwok takes to run the pod (``devcluster/stages.yaml``)."""
 # A 70B-parameter model; tokens per step are chosen so that the simulated step
 # rate works out at about 40 % MFU (the 6·N·tokens estimate), as large
 # training runs report.
@@ -81,9 +83,13 @@ class TrainingJob:
         gpus_per_pod: int = 8,
         node_selector: dict[str, str] | None = None,
         report_every: float = 0.0,
+        start_after: str = "",
         seed: int = 0,
     ) -> None:
         self.api = api
+        self.start_after = start_after
+        """How long each pod takes to start (a Go duration; kwok's ``pod-ready`` stage
+        reads it): pulling an image, loading a checkpoint, initialising NCCL."""
         self.core = client.CoreV1Api(api)
         self.name = name
         self.size = size
@@ -140,6 +146,7 @@ class TrainingJob:
             "metadata": {
                 "name": self.pod_name(rank),
                 "labels": {JOB_LABEL: self.name, JOB_SIZE_LABEL: str(self.size), "rank": str(rank)},
+                "annotations": {START_AFTER: self.start_after} if self.start_after else {},
             },
             "spec": {
                 "containers": [
