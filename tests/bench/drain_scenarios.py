@@ -140,7 +140,7 @@ def operator_requests(audit: Audit, pods: int, timeout: float = 180) -> dict[str
     figure larger."""
     deadline = time.monotonic() + timeout
     while True:
-        requests = operator_requests(audit, pods)
+        requests = audit.count(user=OPERATOR_USER)
         if audit.said_evicted >= pods or time.monotonic() > deadline:
             return requests
         time.sleep(5)

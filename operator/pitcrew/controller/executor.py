@@ -174,8 +174,11 @@ class Executor:
         draining node never rests)."""
         with self._lock:
             last = self._progress_written.get(node)
-            every = progress_every(len(self._progress_written))
-            return node in self._progress and (last is None or now - last >= every)
+            return node in self._progress and (last is None or now - last >= self._every())
+
+    def _every(self) -> datetime.timedelta:
+        """How often each drain may write its progress now; under the lock."""
+        return progress_every(len(self._progress_written))
 
     def waiting_for(self, budget: str) -> list[str]:
         """The nodes whose drains wait for PodDisruptionBudget ``budget`` (its change
@@ -390,7 +393,6 @@ class Executor:
         )
         with self._lock:
             self._ledger.settle(chosen, undone={*result.blocked, *result.gone, *result.skipped})
-        with self._lock:
             self._wait(plan.node, set(chosen.waiting.values()))
         for pod, budget_key in chosen.waiting.items():
             # Not asked for: the budget's next change wakes the drain (no timer, no 429).
@@ -563,7 +565,7 @@ class Executor:
         now = self.clock()
         with self._lock:
             last = self._progress_written.get(node)
-            every = progress_every(len(self._progress_written))
+            every = self._every()
             hold = (
                 last is not None
                 and now - last < every

@@ -54,7 +54,7 @@ from pitcrew.controller.ports import Cluster
 from pitcrew.controller.settings import OperatorSettings
 from pitcrew.controller.slurm import SlurmWatch
 from pitcrew.controller.store import Store
-from pitcrew.core.convert import node_view
+from pitcrew.core.convert import node_view, object_key
 from pitcrew.core.fleet import Summary, after_decision, fleet_of, summarize
 from pitcrew.core.lifecycle import Decision, decide
 from pitcrew.core.maintenance import covering
@@ -150,10 +150,7 @@ class RoundLoop:
             # A budget that changed may allow a waiting eviction: the drains that wait
             # for it go on now, not on a timer.
             self.store.put(kind, obj, deleted=deleted)
-            meta = obj.get("metadata") or {}
-            self.mark(
-                self.executor.waiting_for(f"{meta.get('namespace', '')}/{meta.get('name', '')}")
-            )
+            self.mark(self.executor.waiting_for(object_key(obj)))
             return
         if kind == "window":
             self.store.put(kind, obj, deleted=deleted)

@@ -35,6 +35,7 @@ from pitcrew.core.convert import (
     UnreadableStatusError,
     gpunode_status,
     matches,
+    object_key,
     policy_view,
     published_checks,
     training_job,
@@ -283,7 +284,7 @@ class Store:
         meta = obj.get("metadata", {})
         name = meta.get("name", "")
         if kind == "pdb":
-            self._put_budget(f"{meta.get('namespace', '')}/{name}", obj, deleted=deleted)
+            self._put_budget(object_key(obj), obj, deleted=deleted)
             return None
         if kind == "pod":
             return self._put_pod(obj, deleted=deleted)
@@ -343,8 +344,7 @@ class Store:
 
     def _put_pod(self, obj: Object, *, deleted: bool) -> str | None:
         meta = obj.get("metadata", {})
-        name = meta.get("name", "")
-        key = f"{meta.get('namespace', '')}/{name}"
+        key = object_key(obj)
         node = (obj.get("spec") or {}).get("nodeName") or ""
         previous = self.pods.get(key)
         old_node = (previous.get("spec") or {}).get("nodeName") if previous else None

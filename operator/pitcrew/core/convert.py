@@ -107,14 +107,15 @@ def node_view(
             for t in spec.get("taints") or []
         ),
         ready=ready,
-        pods=tuple(pod_view(p, checkpoints, slurmd=slurmd == _key(p)) for p in pods),
+        pods=tuple(pod_view(p, checkpoints, slurmd=slurmd == object_key(p)) for p in pods),
         gpus=gpu_capacity(node),
         boot_id=str(((node.get("status") or {}).get("nodeInfo") or {}).get("bootID") or ""),
     )
 
 
-def _key(pod: dict[str, Any]) -> str:
-    meta = pod.get("metadata") or {}
+def object_key(obj: dict[str, Any]) -> str:
+    """A namespaced object's ``namespace/name``: how pods and budgets are keyed."""
+    meta = obj.get("metadata") or {}
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
