@@ -432,7 +432,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.rate_window = 60.0 if args.backend == "sim" else 0.0
     try:
         return int(args.handler(args))
-    except (GpuhealthError, OSError, slurm.SlurmCommandError) as error:
+    except (GpuhealthError, OSError) as error:
         print(f"gpuhealth: {error}", file=sys.stderr)
         return EXIT_CANNOT_RUN
 

@@ -29,6 +29,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 
+from gpuhealth.errors import GpuhealthError
 from gpuhealth.report import CheckResult, CheckStatus, FaultClass, Report
 
 REASON_PREFIX = "gpuhealth: "
@@ -38,7 +39,7 @@ TAKES_OUT = (FaultClass.FATAL, FaultClass.DEGRADED)
 EXIT_HEALTHY, EXIT_DRAINED, EXIT_CANNOT_RUN = 0, 1, 2
 
 
-class SlurmCommandError(RuntimeError):
+class SlurmCommandError(GpuhealthError, RuntimeError):
     """``scontrol`` failed; the message is its own."""
 
 

@@ -56,7 +56,15 @@ def utc_now() -> datetime.datetime:
 
 
 class SimNvmlError(RuntimeError):
-    """A transient failure of the whole read, as ``NVML_ERROR_UNKNOWN`` is on hardware."""
+    """A transient failure of the whole read, as ``NVML_ERROR_UNKNOWN`` is on hardware.
+
+    Deliberately not a :class:`~gpuhealth.errors.GpuhealthError`: it stands in for
+    pynvml's ``NVMLError``, which :meth:`NvmlBackend.sample
+    <gpuhealth.backends.nvml.NvmlBackend.sample>` lets through unwrapped (from
+    ``nvmlDeviceGetCount``), so that code written against the simulator handles it
+    where it will meet the driver's error, not where gpuhealth's own are caught.
+    pynvml's class itself is not used: gpuhealth imports pynvml only in the NVML
+    backend, when it is chosen."""
 
 
 class SimBackend:

@@ -47,6 +47,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pitcrew.api.errors import PitcrewError
 from pitcrew.api.vocabulary import PROGRESS_ANNOTATION
 from pitcrew.core.job_ledger import Progress, RankTime
 from pitcrew.slurm.control import Slurm
@@ -84,7 +85,7 @@ MAX_BYTES = 4096
 pod must not make the operator parse megabytes every few seconds."""
 
 
-class MalformedProgressError(ValueError):
+class MalformedProgressError(PitcrewError, ValueError):
     """An annotation that is no progress report; the message says what is wrong."""
 
 

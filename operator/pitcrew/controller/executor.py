@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Executor as Pool
 from dataclasses import dataclass
 
+from pitcrew.api.errors import PitcrewError
 from pitcrew.api.gpunode import GPUNodeStatus
 from pitcrew.api.meta import Duration
 from pitcrew.api.policy import RemediationAction
@@ -90,7 +91,7 @@ def _same_drain(stored: GPUNodeStatus, newer: GPUNodeStatus) -> bool:
     )
 
 
-class NotLeadingError(RuntimeError):
+class NotLeadingError(PitcrewError, RuntimeError):
     """This process's Lease is not renewed: it must not write (a standby may lead)."""
 
 

@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from gpuhealth.models import GpuModel, model_for_product
+from pitcrew.api.errors import PitcrewError
 from pitcrew.api.gpunode import AgentChecks, GPUNodeStatus
 from pitcrew.api.policy import GPUHealthPolicySpec
 from pitcrew.api.vocabulary import (
@@ -211,7 +212,7 @@ def _instant(value: Any) -> datetime.datetime | None:
     return parsed + datetime.timedelta(milliseconds=500)
 
 
-class UnreadableStatusError(ValueError):
+class UnreadableStatusError(PitcrewError, ValueError):
     """A GPUNode status this operator cannot parse (a newer schema, a hand edit)."""
 
 

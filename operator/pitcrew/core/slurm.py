@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from pitcrew.api.errors import PitcrewError
 from pitcrew.api.policy import SlurmSpec
 from pitcrew.core.views import SlurmNodeView
 
@@ -30,7 +31,7 @@ NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
 """One Slurm node name: no hostlist brackets, commas or spaces."""
 
 
-class MalformedSlurmOutputError(ValueError):
+class MalformedSlurmOutputError(PitcrewError, ValueError):
     """Output of a Slurm tool that cannot be read at all."""
 
 

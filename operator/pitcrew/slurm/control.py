@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pitcrew.api.errors import PitcrewError
 from pitcrew.core.slurm import NODE_NAME, Read, parse_jobs, parse_nodes
 from pitcrew.core.views import SlurmNodeView
 
@@ -31,7 +32,10 @@ PERMANENT = ("invalid node name", "invalid node state", "access/permission denie
 STATES = frozenset({"DRAIN", "RESUME", "DOWN"})
 
 
-class SlurmError(Exception):
+class SlurmError(PitcrewError):
+    """A Slurm tool failed or timed out; the message is its own answer. ``transient``:
+    whether the same call may succeed later (a busy controller), not a refusal."""
+
     def __init__(self, message: str, *, transient: bool) -> None:
         super().__init__(message)
         self.transient = transient
