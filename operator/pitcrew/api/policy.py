@@ -10,6 +10,7 @@ discovering it at 3 a.m.
 
 from __future__ import annotations
 
+import datetime
 import ipaddress
 import re
 from enum import StrEnum
@@ -221,6 +222,9 @@ class RemediationStep(ApiModel):
     attempts: int = Field(default=1, ge=1, le=10)
 
 
+RUNG_TIMEOUT_FALLBACK: datetime.timedelta = RemediationStep.model_fields["timeout"].default
+"""A remediation step's default timeout, which a rung no longer on its ladder gets."""
+
 LADDER_RULES = validations(
     cel(
         "!self.exists(s, s.action == 'retire') || self[size(self) - 1].action == 'retire'",
@@ -254,6 +258,19 @@ class Ladders(ApiModel):
         return {FaultClass.FATAL: self.fatal, FaultClass.DEGRADED: self.degraded}.get(
             fault_class, []
         )
+
+    def rung(self, fault_class: FaultClass, step: int) -> RemediationStep | None:
+        """Rung ``step`` of the class's ladder; None when the ladder (edited since the
+        rung started) is shorter."""
+        ladder = self.for_class(fault_class)
+        return ladder[step] if step < len(ladder) else None
+
+    def rung_timeout(self, fault_class: FaultClass, step: int) -> datetime.timedelta:
+        """How long rung ``step`` may take. A rung the ladder no longer has (the policy
+        was edited while it ran) gets a step's default timeout: the repair was started
+        for real and is given the time any step is, not escalated at once."""
+        rung = self.rung(fault_class, step)
+        return rung.timeout if rung is not None else RUNG_TIMEOUT_FALLBACK
 
 
 class LemonSpec(ApiModel):

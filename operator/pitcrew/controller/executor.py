@@ -28,15 +28,15 @@ import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor as Pool
 from dataclasses import dataclass
+from typing import assert_never
 
 from pitcrew.api.errors import PitcrewError
 from pitcrew.api.gpunode import GPUNodeStatus
-from pitcrew.api.meta import Duration
 from pitcrew.api.policy import RemediationAction
 from pitcrew.api.vocabulary import LAST_REMEDIATION, SPARE_TAINT, account_name
 from pitcrew.controller import metrics
 from pitcrew.controller.ports import Cluster, EventSink
-from pitcrew.controller.settings import OperatorSettings
+from pitcrew.controller.settings import OperatorSettings, job_pods
 from pitcrew.controller.slurm import SlurmWatch
 from pitcrew.controller.store import Store
 from pitcrew.core import actions as a
@@ -44,15 +44,14 @@ from pitcrew.core.budgets import BudgetLedger
 from pitcrew.core.convert import gpu_capacity
 from pitcrew.core.lifecycle import Decision
 from pitcrew.core.node_edits import NodeAction
+from pitcrew.core.port_types import Backoff
 from pitcrew.core.views import PolicyView
 from pitcrew.kube import gpunodes, jobs
 from pitcrew.kube.events import gpunode_ref, node_ref
-from pitcrew.kube.evictions import Backoff
 from pitcrew.remediators import RemediationError, RemediationRequest, Remediator
 from pitcrew.slurm.control import SlurmError
 
 logger = logging.getLogger(__name__)
-DEFAULT_RUNG_TIMEOUT = Duration("15m")
 RETRY_FIRST, RETRY_MAX = 0.5, 60.0
 Clock = Callable[[], datetime.datetime]
 Requeue = Callable[[str, float], None]
@@ -227,7 +226,7 @@ class Executor:
         """Lift Pitcrew's marks from a node no policy manages any more."""
         message = "no GPUHealthPolicy manages this node: Pitcrew's cordon and taints lifted"
         try:
-            if self._edit_node(node, a.Uncordon("Unmanaged", message)):
+            if self._edit_node(node, a.Uncordon(reason="Unmanaged", message=message)):
                 self._event(node, "Unmanaged", message)
         except Exception:
             metrics.RECONCILE_ERRORS.inc()
@@ -294,7 +293,7 @@ class Executor:
             ref = gpunode_ref(node, gpu_uid)
             self.events.emit(ref, reason=reason, message=message, warning=warning)
 
-    def _perform(self, plan: Plan, action: a.Action, status: GPUNodeStatus) -> GPUNodeStatus:
+    def _perform(self, plan: Plan, action: a.Action, status: GPUNodeStatus) -> GPUNodeStatus:  # noqa: PLR0912 - one case per action
         node = plan.node
         if self._performed_in_any_run(node, action):
             return status
@@ -342,6 +341,10 @@ class Executor:
                 with self._lock:
                     self._rungs[node] = action.key
                 self.remediation_pool.submit(self._remediate, plan, action, status)
+            case a.Record() | a.PublishChecks():
+                pass  # carried out in every run, dry or not: _performed_in_any_run
+            case _:
+                assert_never(action)
         return status
 
     def _performed_in_any_run(self, node: str, action: a.Action) -> bool:
@@ -358,7 +361,8 @@ class Executor:
         return False
 
     def _release_spare(self, node: str, action: a.ReleaseSpare) -> None:
-        if self._edit_node(action.node, a.RemoveTaint(SPARE_TAINT, action.reason, action.message)):
+        lift = a.RemoveTaint(taint=SPARE_TAINT, reason=action.reason, message=action.message)
+        if self._edit_node(action.node, lift):
             self._event(action.node, action.reason, action.message)
             self._event(node, action.reason, f"released spare {action.node}")
 
@@ -490,12 +494,12 @@ class Executor:
             node=plan.node,
             suite=action.suite,
             gpus=gpu_capacity(self.store.nodes.get(plan.node, {})),
-            image=self.settings.probe_image,
+            image=self.settings.jobs.probe_image,
             deadline_seconds=int(spec.timeout.total_seconds()),
             priority_class=spec.priority_class_name,
-            service_account=account_name("probe", self.settings.account_prefix),
-            resources=self.settings.probe_resources,
-            pods=self.settings.job_pods,
+            service_account=account_name("probe", self.settings.jobs.account_prefix),
+            resources=self.settings.jobs.probe_resources,
+            pods=job_pods(self.settings.jobs),
         )
         if self.cluster.create_job(job):
             self._event(
@@ -510,8 +514,8 @@ class Executor:
         remediation = status.remediation
         if remediation is None:  # the decision always records its remediation
             return
-        ladder = plan.policy.spec.remediation.ladders.for_class(remediation.fault_class)
-        timeout = ladder[action.step].timeout if action.step < len(ladder) else DEFAULT_RUNG_TIMEOUT
+        ladders = plan.policy.spec.remediation.ladders
+        timeout = ladders.rung_timeout(remediation.fault_class, action.step)
         request = RemediationRequest(
             node=plan.node,
             node_object=self.store.nodes.get(plan.node, {}),

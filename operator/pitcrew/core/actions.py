@@ -16,7 +16,7 @@ from pitcrew.api.policy import RemediationAction
 from pitcrew.core.views import PodView
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Cordon:
     taint: str
     value: str
@@ -24,7 +24,7 @@ class Cordon:
     message: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Uncordon:
     """Remove Pitcrew's taints and, if Pitcrew made the cordon, the cordon."""
 
@@ -32,7 +32,7 @@ class Uncordon:
     message: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SetTaint:
     taint: str
     value: str
@@ -40,28 +40,28 @@ class SetTaint:
     message: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RemoveTaint:
     taint: str
     reason: str
     message: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Evict:
     pods: tuple[PodView, ...]
     reason: str = "Draining"
     message: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ForceDelete:
     pods: tuple[PodView, ...]
     reason: str = "DrainTimeoutForce"
     message: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StartProbe:
     suite: str
     name: str
@@ -70,7 +70,7 @@ class StartProbe:
     message: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CancelProbe:
     """Delete a probe Job (and its pod) that must not run on: a verification that gave
     way to a workload, timed out, or whose node left service."""
@@ -80,7 +80,7 @@ class CancelProbe:
     message: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Remediate:
     action: RemediationAction
     step: int
@@ -92,7 +92,7 @@ class Remediate:
     message: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ConfirmRepair:
     """Tell the node agent the repair ``key`` happened (``pitcrew.dev/last-remediation``):
     it forgets the findings it latched before it, and its next report carries the key."""
@@ -103,14 +103,14 @@ class ConfirmRepair:
     message: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ReleaseSpare:
     node: str
     reason: str = "SpareReleased"
     message: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PublishChecks:
     """Write the check configuration the node's agent must run (``GPUNode.spec.checks``)."""
 
@@ -119,7 +119,7 @@ class PublishChecks:
     message: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SetSlurmState:
     """``scontrol update NodeName=<node> State=<state> [Reason=<slurm_reason>]``: drain
     (Slurm starts no job, running ones finish), down (Slurm kills them: a drain's
@@ -132,7 +132,7 @@ class SetSlurmState:
     message: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Record:
     """Only an Event: a decision taken or refused, with nothing to execute."""
 

@@ -18,6 +18,7 @@ not make" is checked on the code that decides it:
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import assert_never
 
 from pitcrew.api.vocabulary import CORDONED_BY, CORDONED_BY_VALUE, PITCREW_TAINTS
 from pitcrew.core import actions as a
@@ -60,6 +61,8 @@ def plan(node: NodeView, action: NodeAction) -> NodeEdit | None:
             )
         case a.RemoveTaint(taint=key):
             edit = NodeEdit(node.unschedulable, tuple(t for t in node.taints if t.key != key), {})
+        case _:
+            assert_never(action)
     changed_annotations = any(node.annotations.get(k) != v for k, v in edit.annotations.items())
     if (
         edit.unschedulable == node.unschedulable

@@ -50,6 +50,8 @@ class Admission:
     allowed: bool
     reason: str = ""
     message: str = ""
+    until: datetime.datetime | None = None
+    """When a refusal ends by time alone (a cooldown), if it does."""
 
 
 def admit_unhealthy(
@@ -75,6 +77,7 @@ def admit_unhealthy(
             False,
             "StormCooldown",
             f"quarantines resume at {cooldown_until.isoformat()} after the last breaker trip",
+            until=cooldown_until,
         )
     return Admission(True)
 

@@ -42,21 +42,35 @@ class Outcome:
     """The probe Job may still be running and must be deleted."""
 
 
+@dataclass(frozen=True)
+class Running:
+    """No outcome yet: the probe may still report."""
+
+    until: datetime.datetime
+    """When waiting alone gives an outcome (the timeout, or the probe pod's grace)."""
+
+
 def outcome(
     status: GPUNodeStatus, *, node: NodeView, now: datetime.datetime, timeout: datetime.timedelta
-) -> Outcome | None:
-    """The outcome of the verification in flight, or None while it runs."""
+) -> Outcome | Running | None:
+    """The outcome of the verification in flight, :class:`Running` while it runs, or
+    None when none is in flight."""
     verification = status.verification
     if verification is None or not verification.job:
         return None
     probe = status.probe
     if probe is not None and probe.job == verification.job:
         return _reported(status, node=node)
-    if now - (verification.started_at or now) >= timeout:
+    started = verification.started_at or now
+    if now - started >= timeout:
         return Outcome(
             VerificationResult.INCONCLUSIVE, f"no probe report within {timeout}", cancel=True
         )
-    return _gave_way(node, job=verification.job, waited=now - (verification.started_at or now))
+    gave_way = _gave_way(node, job=verification.job, waited=now - started)
+    if gave_way is not None:
+        return gave_way
+    on_node = any(p.job_name == verification.job for p in node.pods)
+    return Running(started + timeout if on_node else started + min(timeout, POD_GRACE))
 
 
 def _reported(status: GPUNodeStatus, *, node: NodeView) -> Outcome:

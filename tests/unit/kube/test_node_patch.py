@@ -50,7 +50,7 @@ class Apiserver:
 
 @pytest.fixture
 def cordon() -> a.Cordon:
-    return a.Cordon(QUARANTINE_TAINT, "xid", "Quarantined", "fatal XID 79")
+    return a.Cordon(taint=QUARANTINE_TAINT, value="xid", reason="Quarantined", message="fatal XID 79")
 
 
 def serve(monkeypatch: pytest.MonkeyPatch, node: dict[str, Any]) -> Apiserver:

@@ -1,0 +1,146 @@
+"""Suspect, Quarantined and Draining: out of service, waiting for the node's work to go.
+
+A Suspect node (a degraded finding) keeps its jobs until they checkpoint or
+``checkpointMaxDelay`` passes; a Quarantined one (fatal) drains at once. A drain
+begins only in a decision that sees Pitcrew's cordon in place (evicting before
+would let pods come straight back) and within ``maxConcurrentDrains``; it waits
+for pods and Slurm's jobs, and its timeout (the decision's wake-up meanwhile)
+does what the policy says: keep waiting, force, or remediate anyway.
+"""
+
+from __future__ import annotations
+
+from gpuhealth.report import FaultClass
+from pitcrew.api.gpunode import DrainStatus, Phase
+from pitcrew.api.meta import ConditionStatus
+from pitcrew.api.policy import DrainTimeoutAction
+from pitcrew.api.vocabulary import MAINTENANCE_REASON, QUARANTINE_TAINT, STRAGGLER_REASON
+from pitcrew.core import actions as a
+from pitcrew.core import safety
+from pitcrew.core.evidence import worst_finding
+from pitcrew.core.lifecycle.builder import Builder
+from pitcrew.core.lifecycle.facts import checkpointed, could_not_check, elapsed, maintenance_due
+from pitcrew.core.lifecycle.remediating import begin_remediation
+from pitcrew.core.lifecycle.service import back_in_service
+from pitcrew.core.lifecycle.slurm import slurm_down, slurm_pending
+from pitcrew.core.views import PodView
+
+
+def quarantine(b: Builder, reason: str, message: str) -> None:
+    """Quarantined: cordoned under the quarantine taint, drained as soon as the cordon
+    is seen."""
+    b.go(Phase.QUARANTINED, reason, message)
+    quarantined(b)
+
+
+def quarantined(b: Builder) -> None:
+    b.ensure_cordon(QUARANTINE_TAINT, b.status.reason, b.status.reason)
+    if b.status.phase is Phase.QUARANTINED:
+        _begin_drain(b, "Quarantined")
+
+
+def suspect(b: Builder) -> None:
+    status, spec = b.status, b.policy.spec
+    finding = worst_finding(status)
+    # A straggler's verdict came from its job, which a drain will move: no later
+    # report clears it, a validation does (after the drain at the next checkpoint).
+    # A maintenance window holds the node until it is withdrawn.
+    straggling = finding is None and status.reason == STRAGGLER_REASON
+    straggling = straggling or (status.reason == MAINTENANCE_REASON and maintenance_due(b))
+    if finding is None and not straggling and not could_not_check(status):
+        back_in_service(b, "FaultCleared", "the degraded condition cleared")
+        return
+    # A check that could not run is no evidence the fault cleared: still Suspect.
+    if finding is not None and finding.fault_class is FaultClass.FATAL:
+        quarantine(b, finding.reason, finding.message)
+        return
+    b.ensure_cordon(QUARANTINE_TAINT, status.reason, status.reason)
+    if checkpointed(b):
+        _begin_drain(b, "Checkpointed")
+    elif elapsed(
+        b, status.phase_since or b.now, spec.safety.drain.checkpoint_max_delay, inclusive=True
+    ):
+        _begin_drain(b, "CheckpointWaitExpired")
+
+
+def _begin_drain(b: Builder, why: str) -> None:
+    if not b.cordon_observed:
+        return  # the cordon is planned, not seen: evicting now would let pods come back
+    admission = safety.admit_drain(b.policy.spec.safety, b.fleet)
+    if not admission.allowed:
+        b.refused(admission)
+        return
+    b.condition("Admitted", ConditionStatus.TRUE, "Admitted")
+    b.go(Phase.DRAINING, b.status.reason, f"{why}: {b.status.message}".strip(": "))
+    b.set(drain=DrainStatus(started_at=b.now, pending=[p.key for p in b.node.workload]))
+    draining(b)
+
+
+def draining(b: Builder) -> None:
+    drain_spec = b.policy.spec.safety.drain
+    drain = b.status.drain or DrainStatus(started_at=b.now)
+    b.ensure_cordon(QUARANTINE_TAINT, b.status.reason, b.status.reason)
+    if not b.cordon_observed:
+        return  # someone lifted the cordon: evict only once it is back
+    workload = b.node.workload
+    terminating = [p for p in b.node.pods if p.terminating and not p.probe]
+    pending = [p.key for p in workload + tuple(terminating)] + slurm_pending(b)
+    b.set(drain=drain.model_copy(update={"pending": pending[:1024]}))
+    if not pending:
+        begin_remediation(b)
+        return
+    timed_out = drain_spec.on_timeout is not DrainTimeoutAction.WAIT and elapsed(
+        b, drain.started_at, drain_spec.timeout
+    )
+    if not workload:
+        # Evicted pods shutting down, or Slurm's jobs running on. One stuck Terminating
+        # (a finalizer, a hung kubelet) or a job that never ends must not hold the
+        # drain slot forever: the timeout applies to them.
+        if timed_out and terminating:
+            _timed_out_on_terminating(b, terminating)
+        elif timed_out and not slurm_down(b):
+            assert b.node.slurm is not None  # only Slurm is pending here
+            _remediate_anyway(
+                b, "DrainTimeoutEscalate", f"Slurm jobs running on {b.node.slurm.name}"
+            )
+        return
+    if not timed_out:
+        b.actions.append(a.Evict(pods=workload, message=f"evicting {len(workload)} pods"))
+    elif drain_spec.on_timeout is DrainTimeoutAction.FORCE:
+        b.actions.append(
+            a.ForceDelete(
+                pods=workload,
+                message=f"drain timed out after {drain_spec.timeout}: deleting "
+                f"{len(workload)} pods",
+            )
+        )
+    else:
+        _remediate_anyway(b, "DrainTimeoutEscalate", f"{len(workload)} pods left")
+
+
+def _timed_out_on_terminating(b: Builder, terminating: list[PodView]) -> None:
+    spec = b.policy.spec.safety.drain
+    names = ", ".join(p.key for p in terminating)[:500]
+    if spec.on_timeout is DrainTimeoutAction.FORCE:
+        b.actions.append(
+            a.ForceDelete(
+                pods=tuple(terminating),
+                message=f"drain timed out after {spec.timeout} on terminating pods",
+            )
+        )
+    stuck = f"{len(terminating)} pods stuck terminating ({names})"
+    _remediate_anyway(b, "DrainTimeoutTerminating", stuck)
+
+
+def _remediate_anyway(b: Builder, reason: str, left: str) -> None:
+    """The drain's timeout passed with ``left`` still on the node: the rung starts, and
+    what is left dies with the repair."""
+    timeout = b.policy.spec.safety.drain.timeout
+    b.actions.append(
+        a.Record(
+            reason=reason,
+            message=f"drain timed out after {timeout} with {left}: remediating anyway",
+            warning=True,
+        )
+    )
+    begin_remediation(b, escalated=True)
