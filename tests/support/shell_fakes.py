@@ -25,10 +25,9 @@ from pitcrew.controller.store import Store
 from pitcrew.core import node_edits
 from pitcrew.core.convert import node_view
 from pitcrew.core.node_edits import NodeAction
+from pitcrew.core.port_types import Backoff, EvictionResult, Ref
 from pitcrew.core.views import PodView
 from pitcrew.kube import nodes
-from pitcrew.kube.events import Ref
-from pitcrew.kube.evictions import Backoff, EvictionResult
 from pitcrew.remediators import RemediationError, RemediationRequest, Remediator
 
 Object = dict[str, Any]

@@ -29,8 +29,8 @@ from pitcrew.controller.ports import Cluster, EventSink
 from pitcrew.controller.store import Store
 from pitcrew.core.breaker import Breaker, Transition, next_breaker
 from pitcrew.core.convert import policy_view
+from pitcrew.core.port_types import Ref
 from pitcrew.core.views import FleetView
-from pitcrew.kube.events import Ref
 
 logger = logging.getLogger(__name__)
 

@@ -7,6 +7,11 @@ cluster only through :class:`Cluster` and post Events only through
 the unit tests pass fakes that record every call, so the shell's own logic
 (sequential decisions, plans in flight, dry run, the breaker's Events) is
 tested without an apiserver, as medik8s' NHC and kwok test theirs.
+
+The values these calls take and return (:class:`~pitcrew.core.port_types.Ref`,
+:class:`~pitcrew.core.port_types.EvictionResult`, ...) are the ports' own, in
+:mod:`pitcrew.core.port_types`: below this layer and the adapters', so that neither
+the protocols nor the fakes depend on an adapter to say what they mean.
 """
 
 from __future__ import annotations
@@ -16,9 +21,8 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 from pitcrew.core.node_edits import NodeAction
+from pitcrew.core.port_types import Backoff, EvictionResult, Ref
 from pitcrew.core.views import PodView
-from pitcrew.kube.events import Ref
-from pitcrew.kube.evictions import Backoff, EvictionResult
 
 Object = dict[str, Any]
 

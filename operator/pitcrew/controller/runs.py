@@ -39,6 +39,7 @@ from pitcrew.api.vocabulary import (
 from pitcrew.controller.settings import OperatorSettings
 from pitcrew.controller.store import Store
 from pitcrew.core.convert import gpu_capacity, gpu_model, matches, termination_message
+from pitcrew.core.port_types import Ref
 from pitcrew.core.validation import (
     PAIR_NICS,
     PENDING,
@@ -51,7 +52,7 @@ from pitcrew.core.validation import (
 )
 from pitcrew.kube import gpunodes, jobs, nodes
 from pitcrew.kube.client import retrying
-from pitcrew.kube.events import Recorder, Ref
+from pitcrew.kube.events import Recorder
 
 logger = logging.getLogger(__name__)
 

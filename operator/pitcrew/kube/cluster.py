@@ -18,10 +18,10 @@ from pitcrew.api.meta import API_VERSION, GROUP, VERSION
 from pitcrew.api.policy import GPUHealthPolicy
 from pitcrew.api.vocabulary import OPERATOR_MANAGER
 from pitcrew.core.node_edits import NodeAction
+from pitcrew.core.port_types import Backoff, EvictionResult
 from pitcrew.core.views import PodView
 from pitcrew.kube import evictions, gpunodes, jobs, nodes
 from pitcrew.kube.client import list_all, retrying
-from pitcrew.kube.evictions import Backoff, EvictionResult
 
 Object = dict[str, Any]
 LIST_PATHS = {

@@ -20,33 +20,17 @@ import logging
 import queue
 import threading
 import uuid
-from dataclasses import dataclass
 from typing import Any
 
 from kubernetes import client
 
 from pitcrew.api.meta import API_VERSION
 from pitcrew.api.vocabulary import OPERATOR_COMPONENT
+from pitcrew.core.port_types import Ref
 
 logger = logging.getLogger(__name__)
-NAMESPACE = "default"
 AGGREGATE_WINDOW = datetime.timedelta(minutes=10)
 RECENT_LIMIT = 10_000
-
-
-@dataclass(frozen=True)
-class Ref:
-    kind: str
-    name: str
-    api_version: str = "v1"
-    uid: str = ""
-    namespace: str | None = None
-    """The object's namespace; None for a cluster-scoped one, whose Events go to
-    ``default``."""
-
-    @property
-    def event_namespace(self) -> str:
-        return self.namespace or NAMESPACE
 
 
 def node_ref(name: str, uid: str = "") -> Ref:

@@ -17,55 +17,12 @@ import json
 import re
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 
 from kubernetes import client
 
 from pitcrew.api.vocabulary import OPERATOR_MANAGER
+from pitcrew.core.port_types import Backoff, EvictionResult
 from pitcrew.core.views import PodView
-
-BACKOFF_START = datetime.timedelta(seconds=1)
-BACKOFF_MAX = datetime.timedelta(seconds=8)
-
-
-@dataclass
-class EvictionResult:
-    evicted: list[str] = field(default_factory=list)
-    blocked: dict[str, str] = field(default_factory=dict)
-    """pod key -> why the apiserver refused (PDB message)."""
-    gone: list[str] = field(default_factory=list)
-    failed: dict[str, str] = field(default_factory=dict)
-    """pod key -> the error: any other answer, or none (the eviction may have been made)."""
-    skipped: list[str] = field(default_factory=list)
-    """In backoff after an earlier refusal."""
-    budgets: dict[str, str] = field(default_factory=dict)
-    """pod key -> ``namespace/name`` of the PodDisruptionBudget that refused it."""
-
-
-@dataclass
-class Backoff:
-    """Per-pod backoff after a PDB refusal."""
-
-    next_try: dict[str, datetime.datetime] = field(default_factory=dict)
-    delay: dict[str, datetime.timedelta] = field(default_factory=dict)
-
-    def ready(self, key: str, now: datetime.datetime) -> bool:
-        return now >= self.next_try.get(key, now)
-
-    def refused(self, key: str, now: datetime.datetime) -> None:
-        delay = min(self.delay.get(key, BACKOFF_START / 2) * 2, BACKOFF_MAX)
-        self.delay[key] = delay
-        self.next_try[key] = now + delay
-
-    def earliest(self, now: datetime.datetime) -> float:
-        """Seconds until the first pod in backoff may be retried."""
-        waits = [(t - now).total_seconds() for t in self.next_try.values()]
-        return max(0.1, min((w for w in waits if w > 0), default=BACKOFF_START.total_seconds()))
-
-    def forget(self, key: str) -> None:
-        self.next_try.pop(key, None)
-        self.delay.pop(key, None)
-
 
 _BUDGET = re.compile(r"[Tt]he disruption budget (\S+) needs")
 

@@ -13,7 +13,7 @@ from shell_fakes import T0, Shell, healthy_status, policy_object, version
 from pitcrew.api.gpunode import Phase
 from pitcrew.controller.executor import PROGRESS_EVERY, progress_every
 from pitcrew.core.budgets import HELD_FOR
-from pitcrew.kube.evictions import EvictionResult
+from pitcrew.core.port_types import EvictionResult
 
 APP = {"app": "llm"}
 
