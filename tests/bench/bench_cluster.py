@@ -1,7 +1,7 @@
 """What every operator benchmark shares: the cluster, the pinning, the measuring.
 
 - :class:`Bench` brings up a devcluster with Pitcrew the way the demo and the
-  end-to-end tests do (:class:`~pitcrew.sim.stack.SimStack`), with a policy
+  end-to-end tests do (:class:`~pitcrew.dev.stack.SimStack`), with a policy
   whose remediation goes nowhere (a webhook to a closed port), so a node taken
   out stays out and the benchmark measures detection and drain only.
 - **Pinning.** On a machine of two or more cores, the operator runs alone on
@@ -32,10 +32,10 @@ from typing import Any
 from kubernetes import client
 
 from pitcrew.api.vocabulary import SIMULATED_LABEL
+from pitcrew.dev import devcluster
+from pitcrew.dev.devcluster.cluster import ClusterState
+from pitcrew.dev.stack import SimStack
 from pitcrew.kube.client import list_all
-from pitcrew.sim import devcluster
-from pitcrew.sim.devcluster.cluster import ClusterState
-from pitcrew.sim.stack import SimStack
 
 OPERATOR_CORE = 0
 GPUNODES = "/apis/pitcrew.dev/v1alpha1/gpunodes"

@@ -9,7 +9,7 @@ peak resident memory (VmHWM from /proc) and its share of a core while the idle
 cluster settles (kwok's heartbeats and Lease renewals, the controllers' loops:
 what the control plane costs before any operator runs), then stops it. Past
 1,000 nodes kwok's heartbeats slow with the fleet
-(``pitcrew.sim.devcluster.cluster.heartbeats``); the figures say which were used.
+(``pitcrew.dev.devcluster.cluster.heartbeats``); the figures say which were used.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 
 from gpuhealth.models import get_model
-from pitcrew.sim import devcluster
-from pitcrew.sim.devcluster.cluster import heartbeats
+from pitcrew.dev import devcluster
+from pitcrew.dev.devcluster.cluster import heartbeats
 
 SETTLE_SECONDS = 60
 

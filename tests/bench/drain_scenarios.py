@@ -35,8 +35,8 @@ from fleet_reports import FleetReports
 from kubernetes import client, watch
 
 from pitcrew.api.vocabulary import account_name
+from pitcrew.dev.stack import NAMESPACE
 from pitcrew.kube.client import list_all
-from pitcrew.sim.stack import NAMESPACE
 
 HALF = "bench.pitcrew.dev/half"
 WORK = "work"

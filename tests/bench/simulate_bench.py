@@ -17,8 +17,8 @@ import json
 import os
 import time
 
-from pitcrew.sim.simulate.run import run
-from pitcrew.sim.simulate.settings import BASELINE, DEFAULTS, Contender, Settings, default_spec
+from pitcrew.simulate.run import run
+from pitcrew.simulate.settings import BASELINE, DEFAULTS, Contender, Settings, default_spec
 
 
 def main() -> None:

@@ -6,7 +6,7 @@ have instead. Tests create what they need with unique names and clean up, so
 they can share the cluster.
 
 The operator and the simulated agents run as separate processes, brought up
-by :class:`pitcrew.sim.stack.SimStack` as the demo and the benchmarks bring
+by :class:`pitcrew.dev.stack.SimStack` as the demo and the benchmarks bring
 them up: the operator runs out-of-cluster with the token of the
 ``pitcrew-operator`` service account and exactly the RBAC the chart ships
 (:mod:`pitcrew.deploy.rbac`), not cluster-admin. The simulated agents run with
@@ -27,8 +27,8 @@ from kubernetes import client, config
 
 from gpuhealth.models import get_model
 from pitcrew.deploy.install import install_crds
-from pitcrew.sim import devcluster
-from pitcrew.sim.stack import SimStack
+from pitcrew.dev import devcluster
+from pitcrew.dev.stack import SimStack
 
 E2E_NODES = 4
 

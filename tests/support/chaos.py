@@ -33,7 +33,7 @@ import urllib3
 from fleet import GROUP_LABEL, NAMESPACE, Fleet, eventually
 from kubernetes import client
 
-from pitcrew.sim.stack import SimStack
+from pitcrew.dev.stack import SimStack
 
 FATAL_XID = [{"type": "xid", "gpu": 0, "code": 79}]
 NODES = int(os.environ.get("PITCREW_CHAOS_NODES") or 12)

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from pitcrew.sim.stack import SimStack
+from pitcrew.dev.stack import SimStack
 
 OPERATORS = ("operator-a", "operator-b")
 

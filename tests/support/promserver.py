@@ -16,7 +16,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from pitcrew.sim.devcluster.cluster import free_port
+from pitcrew.dev.devcluster.cluster import free_port
 
 RULES = Path(__file__).resolve().parents[2] / "charts" / "pitcrew" / "files" / "alerts.yaml"
 

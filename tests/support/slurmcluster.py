@@ -56,7 +56,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 
-from pitcrew.sim.devcluster.cluster import free_port
+from pitcrew.dev.devcluster.cluster import free_port
 
 MARKER = "PITCREW_SLURM_CLUSTER"
 """Environment variable naming the cluster's directory in its daemons and jobs."""

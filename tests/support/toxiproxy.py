@@ -16,8 +16,8 @@ from urllib.parse import urlparse
 
 import yaml
 
-from pitcrew.sim.devcluster import build
-from pitcrew.sim.devcluster.cluster import free_port
+from pitcrew.dev.devcluster import build
+from pitcrew.dev.devcluster.cluster import free_port
 
 
 class Toxiproxy:

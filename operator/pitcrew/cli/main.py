@@ -36,7 +36,7 @@ CRD_FOLDERS = [Path("crds"), Path("charts/pitcrew/crds")]
 
 
 def _devcluster_up(args: argparse.Namespace) -> int:
-    from pitcrew.sim import devcluster  # noqa: PLC0415 - development tooling, loaded on use
+    from pitcrew.dev import devcluster  # noqa: PLC0415 - development tooling, loaded on use
 
     state = devcluster.up(
         directory=args.dir,
@@ -89,7 +89,7 @@ def _install(args: argparse.Namespace) -> int:
 
 
 def _devcluster_build(args: argparse.Namespace) -> int:
-    from pitcrew.sim.devcluster import build  # noqa: PLC0415
+    from pitcrew.dev.devcluster import build  # noqa: PLC0415
 
     binaries = build.ensure_built()
     print(f"devcluster binaries: {binaries.devcluster} {binaries.kwok}")
@@ -99,21 +99,21 @@ def _devcluster_build(args: argparse.Namespace) -> int:
 
 
 def _devcluster_down(args: argparse.Namespace) -> int:
-    from pitcrew.sim import devcluster  # noqa: PLC0415
+    from pitcrew.dev import devcluster  # noqa: PLC0415
 
     devcluster.down(directory=args.dir)
     return 0
 
 
 def _devcluster_kubeconfig(args: argparse.Namespace) -> int:
-    from pitcrew.sim import devcluster  # noqa: PLC0415
+    from pitcrew.dev import devcluster  # noqa: PLC0415
 
     print(devcluster.node_kubeconfig(directory=args.dir, node=args.node, out=args.out))
     return 0
 
 
 def _devcluster_status(args: argparse.Namespace) -> int:
-    from pitcrew.sim import devcluster  # noqa: PLC0415
+    from pitcrew.dev import devcluster  # noqa: PLC0415
 
     report = devcluster.status(directory=args.dir)
     print(json.dumps(report, indent=2))
@@ -212,7 +212,7 @@ def _agent(args: argparse.Namespace) -> int:
 def _sim_agents(args: argparse.Namespace) -> int:
     from prometheus_client import start_http_server  # noqa: PLC0415
 
-    from pitcrew.sim.agents import AgentPods, SimAgents  # noqa: PLC0415
+    from pitcrew.dev.agents import AgentPods, SimAgents  # noqa: PLC0415
 
     if args.metrics_port:
         start_http_server(args.metrics_port)
@@ -235,7 +235,7 @@ def _sim_agents(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from pitcrew.sim.demo.runner import Demo, DemoOptions  # noqa: PLC0415
+    from pitcrew.dev.demo.runner import Demo, DemoOptions  # noqa: PLC0415
 
     options = DemoOptions(
         nodes=args.nodes,
@@ -253,7 +253,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from pitcrew.sim.simulate import command  # noqa: PLC0415
+    from pitcrew.simulate import command  # noqa: PLC0415
 
     return command.main(args.argv)
 
@@ -498,7 +498,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="when a slow-gemm fault makes one of the job's nodes its straggler (negative: never)",
     )
     demo.set_defaults(handler=_demo)
-    # Its flags are the simulator's own (pitcrew.sim.simulate.command), parsed there, so
+    # Its flags are the simulator's own (pitcrew.simulate.command), parsed there, so
     # that building this parser loads nothing from the simulation.
     simulate = commands.add_parser(
         "simulate",

@@ -16,7 +16,7 @@ agent reads its Node's ``pitcrew.dev/last-remediation`` annotation; a new one
 makes it forget latched XIDs (the repair is judged by fresh evidence).
 
 :class:`AgentCore` is the per-node logic shared by the real agent and the
-simulated agents (:mod:`pitcrew.sim.agents`).
+simulated agents (:mod:`pitcrew.dev.agents`).
 """
 
 from __future__ import annotations

@@ -17,10 +17,10 @@ import pytest
 from kubernetes import client
 
 from pitcrew.api.vocabulary import AGENT_MANAGER, PROBE_MANAGER
+from pitcrew.dev.devcluster import install
+from pitcrew.dev.devcluster.nodes import node_name
 from pitcrew.kube import gpunodes
 from pitcrew.kube.client import api_client
-from pitcrew.sim.devcluster import install
-from pitcrew.sim.devcluster.nodes import node_name
 
 NAMESPACE = "pitcrew-system"
 REPORT = {"lastHeartbeat": "2026-12-01T12:00:00Z"}

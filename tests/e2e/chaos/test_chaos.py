@@ -21,8 +21,8 @@ from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 from toxiproxy import Toxiproxy
 
-from pitcrew.sim import devcluster
-from pitcrew.sim.stack import SimStack
+from pitcrew.dev import devcluster
+from pitcrew.dev.stack import SimStack
 
 SECONDS = chaos_seconds()
 pytestmark = pytest.mark.skipif(

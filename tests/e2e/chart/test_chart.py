@@ -25,10 +25,10 @@ from fleet import Fleet, eventually
 from kubernetes import client
 
 from pitcrew.api.vocabulary import AGENT_MANAGER
+from pitcrew.dev.devcluster import build, install
+from pitcrew.dev.stack import SimStack
 from pitcrew.kube import gpunodes
 from pitcrew.kube.client import api_client as new_api_client
-from pitcrew.sim.devcluster import build, install
-from pitcrew.sim.stack import SimStack
 
 ROOT = Path(__file__).resolve().parents[3]
 CHART = ROOT / "charts" / "pitcrew"
@@ -82,6 +82,8 @@ def test_every_option_renders_what_it_says(helm: str) -> None:
     assert operator["spec"]["replicas"] == 3
     args = operator["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--dry-run" in args
+    assert "--rounds-resync=30s" in args  # operator.settings, each as its flag
+    assert "--identity=$(POD_NAME)" in args
     assert f"--account-prefix={PREFIX}" in args  # Jobs run as the release's own accounts
     resources = next(a for a in args if a.startswith("--probe-resources="))
     assert json.loads(resources.split("=", 1)[1])["requests"]["memory"] == "16Gi"
@@ -132,7 +134,7 @@ def test_no_pod_is_privileged_and_all_run_restricted(helm: str) -> None:
         ("image.pullPolicy=Sometimes", "value must be one of"),
         ("operator.replica=2", "additional properties 'replica' not allowed"),
         ("probes.priorityClass.value=1000", "maximum: got 1,000, want 0"),
-        ("metrics.port=99999", "maximum: got 99,999, want 65,535"),
+        ("operator.settings.metrics.port=99999", "maximum: got 99,999, want 65,535"),
         ("probes.resources.requests.gpu=1", "value must be one of 'cpu', 'memory'"),
     ],
 )

@@ -11,8 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pitcrew.sim import devcluster
-from pitcrew.sim.demo.runner import STEPS_PER_SECOND
+from pitcrew.dev import devcluster
+from pitcrew.dev.demo.runner import STEPS_PER_SECOND
 
 
 def test_a_short_demo_takes_faulty_nodes_out_and_cleans_up(tmp_path: Path) -> None:

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
+from pitcrew.dev import devcluster
+from pitcrew.dev.devcluster.nodes import node_name
 from pitcrew.kube.client import api_client
-from pitcrew.sim import devcluster
-from pitcrew.sim.devcluster.nodes import node_name
 
 GPU_LABEL = "nvidia.com/gpu.present"
 

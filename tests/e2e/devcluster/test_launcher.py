@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from gpuhealth.models import get_model
-from pitcrew.sim import devcluster
-from pitcrew.sim.devcluster import cluster
-from pitcrew.sim.devcluster.cluster import ClusterState, free_port, is_alive
+from pitcrew.dev import devcluster
+from pitcrew.dev.devcluster import cluster
+from pitcrew.dev.devcluster.cluster import ClusterState, free_port, is_alive
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import time
 from fleet import NAMESPACE, Fleet, eventually
 from kubernetes import client
 
-from pitcrew.sim.stack import SimStack
+from pitcrew.dev.stack import SimStack
 
 FATAL_XID = [{"type": "xid", "gpu": 0, "code": 79}]
 

@@ -12,8 +12,8 @@ from kubernetes import client
 from launchers import jobset
 from operator_metrics import gauges, job_metrics
 
-from pitcrew.sim.demo.workload import NAMESPACE, TrainingJob
-from pitcrew.sim.stack import SimStack
+from pitcrew.dev.demo.workload import NAMESPACE, TrainingJob
+from pitcrew.dev.stack import SimStack
 
 FATAL_XID = [{"type": "xid", "gpu": 0, "code": 79}]
 STEPS_PER_SECOND = 0.25

@@ -13,8 +13,8 @@ import pytest
 from fleet import NAMESPACE, Fleet, eventually
 from kubernetes import client
 
-from pitcrew.sim import devcluster
-from pitcrew.sim.stack import SimStack
+from pitcrew.dev import devcluster
+from pitcrew.dev.stack import SimStack
 
 FATAL_XID = [{"type": "xid", "gpu": 0, "code": 79}]
 

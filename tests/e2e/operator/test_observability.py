@@ -21,7 +21,7 @@ from promserver import RULES, Prometheus, binary
 
 from pitcrew.client.progress import ProgressReporter
 from pitcrew.deploy import dashboards
-from pitcrew.sim.stack import SimStack
+from pitcrew.dev.stack import SimStack
 
 TESTS = Path(__file__).resolve().parents[2] / "prometheus" / "alerts_test.yaml"
 FATAL_XID = [{"type": "xid", "gpu": 0, "code": 79}]

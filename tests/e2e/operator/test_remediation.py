@@ -22,9 +22,9 @@ from fleet import NAMESPACE, Fleet, crd, eventually
 from kubernetes import client, utils
 
 from pitcrew.deploy import rbac
+from pitcrew.dev import devcluster
+from pitcrew.dev.devcluster.cluster import free_port
 from pitcrew.kube.client import api_client
-from pitcrew.sim import devcluster
-from pitcrew.sim.devcluster.cluster import free_port
 
 FATAL_XID = [{"type": "xid", "gpu": 4, "code": 79}]
 SYSTEM_UUID = "8f0e3b52-1c1f-4b1e-9f7e-5f2a8b8d0a01"

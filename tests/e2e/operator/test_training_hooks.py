@@ -20,7 +20,7 @@ from kubernetes import client
 from launchers import jobset
 from operator_metrics import gauges, job_metrics, leader_job_seconds
 
-from pitcrew.sim.stack import SimStack
+from pitcrew.dev.stack import SimStack
 
 SUPPORT = Path(__file__).resolve().parents[2] / "support"
 

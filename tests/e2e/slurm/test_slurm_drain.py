@@ -19,7 +19,7 @@ from fleet import NAMESPACE, Fleet, eventually
 from kubernetes import client
 from slurmcluster import SlurmCluster, binary
 
-from pitcrew.sim.stack import SimStack
+from pitcrew.dev.stack import SimStack
 
 FATAL_XID = [{"type": "xid", "gpu": 2, "code": 79}]
 LABEL = "slinky.slurm.net/pod-hostname"

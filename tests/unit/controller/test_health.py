@@ -9,7 +9,7 @@ import urllib.request
 import pytest
 
 from pitcrew.controller import health
-from pitcrew.sim.devcluster.cluster import free_port
+from pitcrew.dev.devcluster.cluster import free_port
 
 NOW = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)
 

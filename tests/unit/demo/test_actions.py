@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from pitcrew.sim.demo import runner
-from pitcrew.sim.demo.runner import Demo, DemoOptions
+from pitcrew.dev.demo import runner
+from pitcrew.dev.demo.runner import Demo, DemoOptions
 
 
 def event(

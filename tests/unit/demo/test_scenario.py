@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from pitcrew.sim.demo.scenario import MIX, SOFTWARE, schedule
+from pitcrew.dev.demo.scenario import MIX, SOFTWARE, schedule
 
 
 def test_same_seed_same_faults_other_seed_other_faults() -> None:

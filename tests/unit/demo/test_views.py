@@ -8,7 +8,7 @@ from rich.console import Console
 
 from pitcrew.api.gpunode import Phase
 from pitcrew.cli import status as fleet_status
-from pitcrew.sim.demo.view import InjectedFault, Snapshot, render, summary
+from pitcrew.dev.demo.view import InjectedFault, Snapshot, render, summary
 
 NOW = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)
 

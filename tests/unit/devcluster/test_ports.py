@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from gpuhealth.models import get_model
-from pitcrew.sim import devcluster
-from pitcrew.sim.devcluster.cluster import free_port
+from pitcrew.dev import devcluster
+from pitcrew.dev.devcluster.cluster import free_port
 
 
 def test_port_in_use_is_refused_before_anything_starts(tmp_path: Path) -> None:

@@ -42,23 +42,33 @@ def loaded_by(*argv: str) -> set[str]:
     return set(done.stderr.split())
 
 
-def test_the_operator_command_loads_nothing_from_the_simulation() -> None:
+def in_package(modules: set[str], *packages: str) -> set[str]:
+    return {m for m in modules if any(m == p or m.startswith(p + ".") for p in packages)}
+
+
+def test_the_operator_command_loads_neither_dev_tooling_nor_the_simulator() -> None:
     modules = loaded_by("operator", "--help")
     assert "pitcrew.cli.main" in modules  # the probe did run the command line
-    assert not {m for m in modules if m == "pitcrew.sim" or m.startswith("pitcrew.sim.")}
+    assert not in_package(modules, "pitcrew.dev", "pitcrew.simulate")
 
 
-def test_the_agent_command_loads_neither_the_simulation_nor_the_operator_shell() -> None:
+def test_the_agent_command_loads_neither_dev_tooling_nor_the_operator_shell() -> None:
     modules = loaded_by("agent", "--help")
-    assert not {m for m in modules if m.startswith(("pitcrew.sim", "kopf"))}
+    assert not in_package(modules, "pitcrew.dev", "pitcrew.simulate", "kopf")
 
 
-def test_the_simulation_is_loaded_only_when_asked_for() -> None:
-    assert "pitcrew.sim.stack" not in loaded_by("operator", "--help")
-    assert "pitcrew.sim.devcluster" in loaded_by("devcluster", "status", "--dir", "/nonexistent")
+def test_the_simulate_command_loads_no_dev_tooling() -> None:
+    modules = loaded_by("simulate", "--help")
+    assert "pitcrew.simulate.command" in modules
+    assert not in_package(modules, "pitcrew.dev")
 
 
-def test_the_operator_process_loads_nothing_from_the_simulation() -> None:
+def test_dev_tooling_is_loaded_only_when_asked_for() -> None:
+    assert "pitcrew.dev.stack" not in loaded_by("operator", "--help")
+    assert "pitcrew.dev.devcluster" in loaded_by("devcluster", "status", "--dir", "/nonexistent")
+
+
+def test_the_operator_process_loads_neither_dev_tooling_nor_the_simulator() -> None:
     probe = (
         "import sys, pitcrew.controller.operator, pitcrew.node.agent, pitcrew.node.probe\n"
         "print('\\n'.join(sorted(sys.modules)))\n"
@@ -68,4 +78,4 @@ def test_the_operator_process_loads_nothing_from_the_simulation() -> None:
     )
     modules = set(done.stdout.split())
     assert "kopf" in modules
-    assert not {m for m in modules if m.startswith("pitcrew.sim")}
+    assert not in_package(modules, "pitcrew.dev", "pitcrew.simulate")

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from pitcrew.sim.simulate.command import spares_curve
-from pitcrew.sim.simulate.compare import compare, gap, young_daly
-from pitcrew.sim.simulate.mix import LLAMA3_DAYS, LLAMA3_NODES, mix
-from pitcrew.sim.simulate.run import BADPUT, run
-from pitcrew.sim.simulate.settings import (
+from pitcrew.simulate.command import spares_curve
+from pitcrew.simulate.compare import compare, gap, young_daly
+from pitcrew.simulate.mix import LLAMA3_DAYS, LLAMA3_NODES, mix
+from pitcrew.simulate.run import BADPUT, run
+from pitcrew.simulate.settings import (
     BASELINE,
     DEFAULTS,
     Assumptions,
@@ -29,7 +29,7 @@ from pitcrew.sim.simulate.settings import (
     default_spec,
     with_spares,
 )
-from pitcrew.sim.simulate.timing import HOUR, MINUTE
+from pitcrew.simulate.timing import HOUR, MINUTE
 
 EXAMPLE_POLICY = Path(__file__).parents[3] / "examples" / "gpuhealthpolicy.yaml"
 SMALL = Settings(nodes=66, days=6, seed=3)

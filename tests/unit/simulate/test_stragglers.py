@@ -15,12 +15,12 @@ import random
 import pytest
 
 from pitcrew.api.policy import GPUHealthPolicySpec
-from pitcrew.sim.simulate.clock import Clock, at
-from pitcrew.sim.simulate.compare import compare
-from pitcrew.sim.simulate.job import Job
-from pitcrew.sim.simulate.mix import Exposure, Shows, mix, schedule
-from pitcrew.sim.simulate.run import run
-from pitcrew.sim.simulate.settings import (
+from pitcrew.simulate.clock import Clock, at
+from pitcrew.simulate.compare import compare
+from pitcrew.simulate.job import Job
+from pitcrew.simulate.mix import Exposure, Shows, mix, schedule
+from pitcrew.simulate.run import run
+from pitcrew.simulate.settings import (
     BASELINE,
     DEFAULTS,
     Assumptions,
@@ -29,8 +29,8 @@ from pitcrew.sim.simulate.settings import (
     default_spec,
     with_spares,
 )
-from pitcrew.sim.simulate.timing import DAY, YEAR
-from pitcrew.sim.simulate.world import World
+from pitcrew.simulate.timing import DAY, YEAR
+from pitcrew.simulate.world import World
 
 STEP = 6.0
 SLOW_ONLY = Settings(

@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
 
 from gpuhealth.report import FaultClass
-from pitcrew.sim.simulate import timing
-from pitcrew.sim.simulate.timing import DAY, LogNormal
+from pitcrew.simulate import timing
+from pitcrew.simulate.timing import DAY, LogNormal
 
 LLAMA3_DAYS = 54.0
 LLAMA3_NODES = 2048

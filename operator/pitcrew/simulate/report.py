@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pitcrew.sim.simulate.command import STRAGGLER_LABELS, gap_lines, straggler_cells
-from pitcrew.sim.simulate.compare import Comparison
-from pitcrew.sim.simulate.run import BADPUT
+from pitcrew.simulate.command import STRAGGLER_LABELS, gap_lines, straggler_cells
+from pitcrew.simulate.compare import Comparison
+from pitcrew.simulate.run import BADPUT
 
 Series = list[tuple[str, list[float], list[float]]]
 """Named lines of a plot: (label, x values, y values)."""

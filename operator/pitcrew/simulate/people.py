@@ -23,14 +23,14 @@ from typing import TYPE_CHECKING
 
 from pitcrew.api.gpunode import HISTORY_LIMIT, Phase, Transition
 from pitcrew.core.views import NodeView
-from pitcrew.sim.simulate import timing
-from pitcrew.sim.simulate.clock import at
-from pitcrew.sim.simulate.mix import Depth, Fault, Shows
-from pitcrew.sim.simulate.timing import LogNormal, spread
+from pitcrew.simulate import timing
+from pitcrew.simulate.clock import at
+from pitcrew.simulate.mix import Depth, Fault, Shows
+from pitcrew.simulate.timing import LogNormal, spread
 
 if TYPE_CHECKING:
-    from pitcrew.sim.simulate.settings import Settings
-    from pitcrew.sim.simulate.world import Node, World
+    from pitcrew.simulate.settings import Settings
+    from pitcrew.simulate.world import Node, World
 
 DETECTION_SPREAD = 4.0
 """A person's 90th percentile to notice a crash is four times the median (nights)."""

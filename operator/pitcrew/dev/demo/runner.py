@@ -2,7 +2,7 @@
 
 Everything it starts (the control plane, the simulated agents, the operator)
 is stopped on the way out, on Ctrl-C and on errors alike. The stack is brought
-up by :class:`pitcrew.sim.stack.SimStack`, as the e2e tests and the benchmarks
+up by :class:`pitcrew.dev.stack.SimStack`, as the e2e tests and the benchmarks
 bring it up: the operator runs as its own process with the RBAC the chart
 ships; the demo only injects faults and plays the training job.
 """
@@ -29,11 +29,11 @@ from pitcrew.api.gpunode import Phase
 from pitcrew.api.meta import GROUP, VERSION
 from pitcrew.api.vocabulary import FAULTS_ANNOTATION, OPERATOR_COMPONENT, SIMULATED_LABEL
 from pitcrew.core.convert import EPOCH, parse_time
+from pitcrew.dev.demo.scenario import ScheduledFault, schedule
+from pitcrew.dev.demo.view import InjectedFault, Snapshot, render, summary
+from pitcrew.dev.demo.workload import NAMESPACE, TrainingJob
+from pitcrew.dev.stack import SimStack
 from pitcrew.kube.client import request
-from pitcrew.sim.demo.scenario import ScheduledFault, schedule
-from pitcrew.sim.demo.view import InjectedFault, Snapshot, render, summary
-from pitcrew.sim.demo.workload import NAMESPACE, TrainingJob
-from pitcrew.sim.stack import SimStack
 
 logger = logging.getLogger(__name__)
 IN_SERVICE = ("Healthy", "Spare")

@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pitcrew.api.gpunode import Phase
-from pitcrew.sim.demo.scenario import STRAGGLER
+from pitcrew.dev.demo.scenario import STRAGGLER
 
 COLOURS = {
     Phase.HEALTHY: "green",

@@ -27,13 +27,13 @@ from pitcrew.api.gpunode import Phase
 from pitcrew.api.vocabulary import IN_SERVICE
 from pitcrew.core.fleet_ledger import FleetLedger, NodeTime
 from pitcrew.core.job_ledger import PRODUCTIVE, RECOVERY, WAITING, WASTED
-from pitcrew.sim.simulate.clock import Clock, at
-from pitcrew.sim.simulate.control import Operator
-from pitcrew.sim.simulate.mix import Exposure, lemon_nodes, mix, schedule
-from pitcrew.sim.simulate.people import People
-from pitcrew.sim.simulate.settings import Assumptions, Contender, Settings
-from pitcrew.sim.simulate.timing import DAY, HOUR, YEAR
-from pitcrew.sim.simulate.world import World
+from pitcrew.simulate.clock import Clock, at
+from pitcrew.simulate.control import Operator
+from pitcrew.simulate.mix import Exposure, lemon_nodes, mix, schedule
+from pitcrew.simulate.people import People
+from pitcrew.simulate.settings import Assumptions, Contender, Settings
+from pitcrew.simulate.timing import DAY, HOUR, YEAR
+from pitcrew.simulate.world import World
 
 POOL = "simulated"
 BADPUT = ("wastedProgress", "recovery", "waitingForCapacity", "checkpointing")

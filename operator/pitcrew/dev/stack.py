@@ -35,11 +35,11 @@ from kubernetes import client
 
 from gpuhealth.models import GpuModel, get_model
 from pitcrew.api.vocabulary import SIMULATED_LABEL, account_name
+from pitcrew.dev import devcluster
+from pitcrew.dev.agents import AGENT_POD_LABEL
+from pitcrew.dev.devcluster import install
+from pitcrew.dev.devcluster.cluster import free_port
 from pitcrew.kube.client import api_client
-from pitcrew.sim import devcluster
-from pitcrew.sim.agents import AGENT_POD_LABEL
-from pitcrew.sim.devcluster import install
-from pitcrew.sim.devcluster.cluster import free_port
 
 NAMESPACE = "pitcrew-system"
 """Where the operator's Lease, probe Jobs and remediation Jobs live."""

@@ -38,9 +38,9 @@ from kubernetes import client
 
 from gpuhealth.models import GpuModel
 from pitcrew.api.vocabulary import SIMULATED_LABEL
+from pitcrew.dev.devcluster import build, nodes, pki
+from pitcrew.dev.devcluster.errors import DevclusterError
 from pitcrew.kube.client import api_client
-from pitcrew.sim.devcluster import build, nodes, pki
-from pitcrew.sim.devcluster.errors import DevclusterError
 
 STAGES_FILE = Path(__file__).with_name("stages.yaml")
 LOG_TAIL_LINES = 30

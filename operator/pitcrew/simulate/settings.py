@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, replace
 
 from pitcrew.api.policy import GPUHealthPolicySpec
-from pitcrew.sim.simulate.timing import HOUR, MINUTE
+from pitcrew.simulate.timing import HOUR, MINUTE
 
 HEADROOM = 0.03
 """Share of the pool the job leaves to other work by default: a cluster is not sized to

@@ -35,11 +35,11 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol
 
 from pitcrew.core.job_ledger import Cause, JobLedger, JobObservation, JobPod, Progress
-from pitcrew.sim.simulate.clock import START, Clock, at
+from pitcrew.simulate.clock import START, Clock, at
 
 if TYPE_CHECKING:
-    from pitcrew.sim.simulate.settings import Assumptions, Settings
-    from pitcrew.sim.simulate.world import Node
+    from pitcrew.simulate.settings import Assumptions, Settings
+    from pitcrew.simulate.world import Node
 
 
 class State(StrEnum):

@@ -62,11 +62,11 @@ from pitcrew.api.vocabulary import (
 )
 from pitcrew.core.convert import gpu_capacity, termination_message
 from pitcrew.core.validation import PAIR_NICS
+from pitcrew.dev.devcluster.install import bound_token
 from pitcrew.kube.client import is_transient, retrying
 from pitcrew.kube.events import Recorder, node_ref
 from pitcrew.node.agent import AgentCore, simulated_model
 from pitcrew.node.probe import pair_report, write_report
-from pitcrew.sim.devcluster.install import bound_token
 
 logger = logging.getLogger(__name__)
 SIMULATED = f"{SIMULATED_LABEL}=true"

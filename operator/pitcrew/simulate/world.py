@@ -32,15 +32,15 @@ from typing import TYPE_CHECKING
 from pitcrew.api.gpunode import AgentChecks, GPUNodeStatus, Phase, Transition
 from pitcrew.api.vocabulary import OUT_OF_SERVICE
 from pitcrew.core.views import NodeView, PodView
-from pitcrew.sim.simulate.clock import Clock, at
-from pitcrew.sim.simulate.job import Job
-from pitcrew.sim.simulate.mix import Fault, Shows
-from pitcrew.sim.simulate.timing import MAINTENANCE
+from pitcrew.simulate.clock import Clock, at
+from pitcrew.simulate.job import Job
+from pitcrew.simulate.mix import Fault, Shows
+from pitcrew.simulate.timing import MAINTENANCE
 
 if TYPE_CHECKING:
-    from pitcrew.sim.simulate.control import Operator
-    from pitcrew.sim.simulate.people import People
-    from pitcrew.sim.simulate.settings import Assumptions, Settings
+    from pitcrew.simulate.control import Operator
+    from pitcrew.simulate.people import People
+    from pitcrew.simulate.settings import Assumptions, Settings
 
 JOB_NAME = "llm"
 TRAINING_NAMESPACE = "train"

@@ -27,15 +27,15 @@ from dataclasses import dataclass, field
 
 from pitcrew.api.meta import Duration
 from pitcrew.api.policy import GPUHealthPolicySpec
-from pitcrew.sim.simulate.run import Outcome, run
-from pitcrew.sim.simulate.settings import (
+from pitcrew.simulate.run import Outcome, run
+from pitcrew.simulate.settings import (
     BASELINE,
     Assumptions,
     Contender,
     Settings,
     with_spares,
 )
-from pitcrew.sim.simulate.timing import HOUR
+from pitcrew.simulate.timing import HOUR
 
 
 def _without_spares(spec: GPUHealthPolicySpec) -> GPUHealthPolicySpec:

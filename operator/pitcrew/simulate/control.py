@@ -48,14 +48,14 @@ from pitcrew.core.fleet import Summary, after_decision, summarize
 from pitcrew.core.lifecycle import decide
 from pitcrew.core.verification import POD_GRACE
 from pitcrew.core.views import FleetView, NodeState, PolicyView
-from pitcrew.sim.simulate import timing
-from pitcrew.sim.simulate.clock import seconds
-from pitcrew.sim.simulate.mix import Depth, Fault, Shows, Symptom
-from pitcrew.sim.simulate.world import JOB_NAME, Node, Stage
+from pitcrew.simulate import timing
+from pitcrew.simulate.clock import seconds
+from pitcrew.simulate.mix import Depth, Fault, Shows, Symptom
+from pitcrew.simulate.world import JOB_NAME, Node, Stage
 
 if TYPE_CHECKING:
-    from pitcrew.sim.simulate.settings import Assumptions, Contender
-    from pitcrew.sim.simulate.world import World
+    from pitcrew.simulate.settings import Assumptions, Contender
+    from pitcrew.simulate.world import World
 
 EPSILON = 0.001
 """Timers fire just past a deadline: the lifecycle compares most of them strictly."""
@@ -481,7 +481,8 @@ class Operator:
             case a.ReleaseSpare(node=name):
                 spare = self.world.by_name.get(name)
                 if spare is not None and self._edit(
-                    spare, a.RemoveTaint(SPARE_TAINT, action.reason, action.message)
+                    spare,
+                    a.RemoveTaint(taint=SPARE_TAINT, reason=action.reason, message=action.message),
                 ):
                     self.world.refresh(spare)
                     self.mark(spare)

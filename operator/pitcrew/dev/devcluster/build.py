@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pitcrew.sim.devcluster.errors import DevclusterError
+from pitcrew.dev.devcluster.errors import DevclusterError
 
 SOURCE_FILES = (
     "go.mod",

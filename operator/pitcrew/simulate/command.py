@@ -19,10 +19,10 @@ from rich.table import Table
 
 from pitcrew.api.meta import Duration
 from pitcrew.api.policy import GPUHealthPolicy, GPUHealthPolicySpec
-from pitcrew.sim.simulate.compare import Comparison, compare, gap
-from pitcrew.sim.simulate.mix import MIXES
-from pitcrew.sim.simulate.run import Outcome
-from pitcrew.sim.simulate.settings import (
+from pitcrew.simulate.compare import Comparison, compare, gap
+from pitcrew.simulate.mix import MIXES
+from pitcrew.simulate.run import Outcome
+from pitcrew.simulate.settings import (
     BASELINE,
     DEFAULTS,
     Contender,
@@ -223,7 +223,7 @@ def main(argv: list[str]) -> int:
     except ValueError as error:
         raise SystemExit(f"pitcrew simulate: {error}") from None
     if args.report is not None:
-        from pitcrew.sim.simulate.report import write  # noqa: PLC0415 - matplotlib is optional
+        from pitcrew.simulate.report import write  # noqa: PLC0415 - matplotlib is optional
 
         written = write(comparison, args.report)
         err.print(f"report written: {written}", highlight=False)

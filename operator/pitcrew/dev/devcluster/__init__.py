@@ -5,7 +5,7 @@ Public surface: :func:`up`, :func:`down`, :func:`status`, :func:`restart`,
 and :class:`DevclusterError`.
 """
 
-from pitcrew.sim.devcluster.cluster import (
+from pitcrew.dev.devcluster.cluster import (
     ClusterState,
     Heartbeats,
     down,
@@ -15,7 +15,7 @@ from pitcrew.sim.devcluster.cluster import (
     status,
     up,
 )
-from pitcrew.sim.devcluster.errors import DevclusterError
+from pitcrew.dev.devcluster.errors import DevclusterError
 
 __all__ = [
     "ClusterState",
