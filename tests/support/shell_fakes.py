@@ -16,11 +16,11 @@ from lifecycle_data import POLICY_CREATED, SELECTOR, T0
 from gpuhealth.report import CheckResult, CheckStatus, FaultClass, RecommendedAction
 from pitcrew.api.gpunode import ChecksStatus, GPUNodeStatus, Phase
 from pitcrew.api.policy import RemediationAction
+from pitcrew.api.settings import LeaderSettings, OperatorSettings
 from pitcrew.api.vocabulary import GPU_RESOURCE
 from pitcrew.controller.executor import Executor as PlanExecutor
 from pitcrew.controller.policy_status import PolicyStatusWriter
 from pitcrew.controller.rounds import RoundLoop
-from pitcrew.controller.settings import OperatorSettings
 from pitcrew.controller.store import Store
 from pitcrew.core import node_edits
 from pitcrew.core.convert import node_view
@@ -285,7 +285,7 @@ class Shell:
         self.remediator = FakeRemediator(self.cluster, fails=remediator_fails)
         self.requeued: list[tuple[str, float]] = []
         self.pool = pool or InlinePool()
-        settings = OperatorSettings(dry_run=dry_run, leader_election=False)
+        settings = OperatorSettings(dry_run=dry_run, leader=LeaderSettings(election=False))
         remediators: dict[RemediationAction, Remediator] = dict.fromkeys(
             RemediationAction, self.remediator
         )

@@ -85,6 +85,9 @@ GPU_RESOURCE: Final = "nvidia.com/gpu"
 GPU_PRODUCT_LABEL: Final = "nvidia.com/gpu.product"
 
 # -- who writes: field managers, Event components, ServiceAccounts -----------------------------
+DEFAULT_NAMESPACE: Final = "pitcrew-system"
+"""Where Pitcrew runs unless told otherwise: the operator's Lease and Jobs, the agents,
+``pitcrew install``'s objects (the chart installs into its release's namespace)."""
 OPERATOR_MANAGER: Final = "pitcrew-operator"
 AGENT_MANAGER: Final = "pitcrew-agent"
 PROBE_MANAGER: Final = "pitcrew-probe"

@@ -26,8 +26,9 @@ from gpuhealth.models import get_model
 from pitcrew.api import crdgen, docgen
 from pitcrew.api.errors import PitcrewError
 from pitcrew.api.meta import GROUP, VERSION, Duration
+from pitcrew.api.vocabulary import DEFAULT_NAMESPACE
+from pitcrew.cli import flags
 from pitcrew.cli import status as fleet_status
-from pitcrew.controller.settings import OperatorSettings
 from pitcrew.deploy import chart as chartgen
 from pitcrew.kube.client import api_client
 
@@ -169,26 +170,11 @@ def _chart(args: argparse.Namespace) -> int:
 def _operator(args: argparse.Namespace) -> int:
     from pitcrew.controller import operator  # noqa: PLC0415 - kopf is only needed here
 
-    settings = OperatorSettings(
-        kubeconfig=args.kubeconfig,
-        namespace=args.namespace,
-        account_prefix=args.account_prefix,
-        dry_run=args.dry_run,
-        metrics_port=args.metrics_port,
-        health_port=args.health_port,
-        leader_election=not args.no_leader_election,
-        **({"identity": args.identity} if args.identity else {}),
-        **({"probe_image": args.probe_image} if args.probe_image else {}),
-        **({"probe_resources": args.probe_resources} if args.probe_resources else {}),
-        **({"remediation_image": args.remediation_image} if args.remediation_image else {}),
-        image_pull_secrets=tuple(s for s in (args.image_pull_secrets or "").split(",") if s),
-        job_runtime_class=args.job_runtime_class,
-        lease_seconds=args.lease_seconds,
-        resync_seconds=args.resync_seconds,
-        max_jobs=args.max_jobs,
-        slurm_scontrol=args.slurm_scontrol,
-        slurm_seconds=args.slurm_seconds,
-    )
+    try:
+        settings = flags.settings_from(args)
+    except flags.FlagError as error:
+        print(f"pitcrew operator: {error}", file=sys.stderr)
+        return 2
     operator.run(settings)
     return 0
 
@@ -254,8 +240,13 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _simulate(args: argparse.Namespace) -> int:
     from pitcrew.simulate import command  # noqa: PLC0415
+    from pitcrew.simulate.errors import SimulationError, SimulationInputError  # noqa: PLC0415
 
-    return command.main(args.argv)
+    try:
+        return command.main(args.argv)
+    except SimulationError as error:
+        print(f"pitcrew simulate: {error}", file=sys.stderr)
+        return 2 if isinstance(error, SimulationInputError) else 1
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -306,7 +297,7 @@ def _add_devcluster(commands: Commands) -> None:
         action="store_true",
         help="also `pitcrew install` into it (CRDs, RBAC, admission, the default policy)",
     )
-    up.add_argument("--namespace", default="pitcrew-system", help="for --with-pitcrew")
+    up.add_argument("--namespace", default=DEFAULT_NAMESPACE, help="for --with-pitcrew")
     up.set_defaults(handler=_devcluster_up)
     make = cluster_commands.add_parser("build", help="build the binaries (cached) and exit")
     make.set_defaults(handler=_devcluster_build)
@@ -325,55 +316,14 @@ def _add_devcluster(commands: Commands) -> None:
 
 
 def _add_operator(commands: Commands) -> None:
-    operator = commands.add_parser("operator", help="run the operator (kopf, leader election)")
-    operator.add_argument("--kubeconfig", default=None)
-    operator.add_argument("--namespace", default="pitcrew-system")
-    operator.add_argument(
-        "--account-prefix", default="pitcrew", help="ServiceAccounts of Jobs: <prefix>-probe, ..."
+    operator = commands.add_parser(
+        "operator",
+        help="run the operator (kopf, leader election)",
+        description="Run the operator. Every flag is a field of its settings "
+        "(docs/configuration.md, Operator settings); durations are written like 15s or "
+        "1h30m, and a bare number is seconds.",
     )
-    operator.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="decide and record only: no writes to Nodes, Pods, Jobs",
-    )
-    operator.add_argument("--metrics-port", type=int, default=8080, help="0 disables")
-    operator.add_argument("--health-port", type=int, default=8081, help="0 disables")
-    operator.add_argument("--no-leader-election", action="store_true")
-    operator.add_argument("--identity", default=None, help="Lease holder identity")
-    operator.add_argument("--lease-seconds", type=int, default=15)
-    operator.add_argument("--resync-seconds", type=float, default=15.0)
-    operator.add_argument("--probe-image", default=None, help="image of probe Jobs")
-    operator.add_argument(
-        "--probe-resources",
-        type=json.loads,
-        default=None,
-        help='probe pods\' CPU/memory as JSON: {"requests": {"cpu": "8"}, "limits": {...}}',
-    )
-    operator.add_argument(
-        "--remediation-image", default=None, help="image with nvidia-smi for reset-gpu Jobs"
-    )
-    operator.add_argument(
-        "--image-pull-secrets", default="", help="comma-separated Secrets for the Jobs' images"
-    )
-    operator.add_argument(
-        "--job-runtime-class", default="", help="RuntimeClass of probe, pair and reset Jobs"
-    )
-    operator.add_argument(
-        "--max-jobs",
-        type=int,
-        default=200,
-        help="training jobs with metric series of their own (the largest by GPUs); the "
-        'rest are summed as job="other"',
-    )
-    operator.add_argument(
-        "--slurm-scontrol",
-        default="",
-        help="path of Slurm's scontrol (squeue beside it; SLURM_CONF from the environment): "
-        "drain and resume Slurm nodes for policies with spec.slurm.enabled",
-    )
-    operator.add_argument(
-        "--slurm-seconds", type=float, default=10.0, help="how often Slurm's nodes are read"
-    )
+    flags.add_settings_flags(operator)
     operator.set_defaults(handler=_operator)
 
 
@@ -428,7 +378,7 @@ def _add_runtime(commands: Commands) -> None:
         help="write each node's status with this ServiceAccount's token, bound to the "
         "node's agent pod (sim.pitcrew.dev/agent=true) in --agent-namespace",
     )
-    sim.add_argument("--agent-namespace", default="pitcrew-system")
+    sim.add_argument("--agent-namespace", default=DEFAULT_NAMESPACE)
     sim.set_defaults(handler=_sim_agents)
 
     probe_cmd = commands.add_parser("probe", help="run a validation suite here (probe pod)")
@@ -456,7 +406,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(what the chart installs but the workloads; idempotent)",
     )
     install_cmd.add_argument("--kubeconfig", default=None)
-    install_cmd.add_argument("--namespace", default="pitcrew-system")
+    install_cmd.add_argument("--namespace", default=DEFAULT_NAMESPACE)
     install_cmd.add_argument("--dry-run", action="store_true", help="print the objects, apply none")
     install_cmd.add_argument(
         "--no-policy", action="store_true", help="leave out the default GPUHealthPolicy"

@@ -14,6 +14,7 @@ import asyncio
 import datetime
 import logging
 import os
+import socket
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -35,7 +36,7 @@ from pitcrew.controller.maintenance import NodeMaintenances, lister
 from pitcrew.controller.policy_status import PolicyStatusWriter
 from pitcrew.controller.rounds import RoundLoop
 from pitcrew.controller.runs import Runs
-from pitcrew.controller.settings import OperatorSettings
+from pitcrew.controller.settings import OperatorSettings, job_pods
 from pitcrew.controller.slurm import SlurmWatch
 from pitcrew.controller.store import Store
 from pitcrew.kube.client import api_client, use_as_default
@@ -88,12 +89,19 @@ def build(
         daemon=True,
         name="pitcrew-node-maintenance",
     ).start()
-    pool = ThreadPoolExecutor(max_workers=settings.workers, thread_name_prefix="pitcrew-exec")
+    pool = ThreadPoolExecutor(
+        max_workers=settings.rounds.workers, thread_name_prefix="pitcrew-exec"
+    )
     sizes = JobSizes(
         fetcher(api), ThreadPoolExecutor(max_workers=2, thread_name_prefix="pitcrew-sizes")
     )
     accountant = Accountant(
-        store, now=utc_now(), max_jobs=settings.max_jobs, flag=flag, wake=wake, sizes=sizes.get
+        store,
+        now=utc_now(),
+        max_jobs=settings.metrics.max_jobs,
+        flag=flag,
+        wake=wake,
+        sizes=sizes.get,
     )
 
     executor = Executor(
@@ -103,9 +111,9 @@ def build(
         remediators=remediators(
             api,
             namespace=settings.namespace,
-            reset_image=settings.remediation_image,
-            reset_account=account_name("remediation", settings.account_prefix),
-            pods=settings.job_pods,
+            reset_image=settings.jobs.remediation_image,
+            reset_account=account_name("remediation", settings.jobs.account_prefix),
+            pods=job_pods(settings.jobs),
         ),
         remediation_pool=ThreadPoolExecutor(max_workers=8, thread_name_prefix="pitcrew-remediate"),
         settings=settings,
@@ -135,11 +143,11 @@ def slurm_watch(
     settings: OperatorSettings, wake: Callable[[Iterable[str]], None]
 ) -> SlurmWatch | None:
     """Slurm's nodes, read on a thread of their own, when the operator has Slurm's client."""
-    if not settings.slurm_scontrol:
+    if not settings.slurm.scontrol:
         return None
     watch = SlurmWatch(
-        Slurm.beside(settings.slurm_scontrol),
-        interval=settings.slurm_seconds,
+        Slurm.beside(settings.slurm.scontrol),
+        interval=settings.slurm.interval.total_seconds(),
         wake=wake,
     )
     threading.Thread(
@@ -157,7 +165,7 @@ class Shell:
     async def account(self) -> None:
         """Feed GPU-time and job-time metrics from the cache, every few seconds."""
         while True:
-            await asyncio.sleep(self.settings.accounting_seconds)
+            await asyncio.sleep(self.settings.metrics.accounting_interval.total_seconds())
             try:
                 self.accountant.tick(utc_now())
             except Exception:
@@ -227,23 +235,23 @@ def run(settings: OperatorSettings) -> None:
             last_round=lambda: rounds.last_round_at,
             last_event=lambda: rounds.last_gpunode_event,
             watched_objects=lambda: len(rounds.store.gpunodes),
-            resync_seconds=settings.resync_seconds,
-            watch_stale_seconds=settings.watch_stale_seconds,
+            resync_seconds=settings.rounds.resync.total_seconds(),
+            watch_stale_seconds=settings.health.watch_stale.total_seconds(),
             clock=utc_now,
         )
 
-    if settings.health_port:
-        health.serve(settings.health_port, live=live)
+    if settings.health.port:
+        health.serve(settings.health.port, live=live)
     metrics.LEADER.set(0)
-    if settings.metrics_port:
-        start_http_server(settings.metrics_port)
+    if settings.metrics.port:
+        start_http_server(settings.metrics.port)
     may_act = always
-    if settings.leader_election:
+    if settings.leader.election:
         may_act = wait_for_leadership(
-            name=settings.lease_name,
+            name=settings.leader.lease_name,
             namespace=settings.namespace,
-            identity=settings.identity,
-            lease_seconds=settings.lease_seconds,
+            identity=settings.leader.identity or socket.gethostname(),
+            lease_seconds=int(settings.leader.lease_duration.total_seconds()),
         ).valid
     metrics.LEADER.set(1)
     shell = build(api, settings, leading=may_act)

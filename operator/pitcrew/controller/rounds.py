@@ -230,10 +230,10 @@ class RoundLoop:
         await self._prime_until_done()
         while True:
             with contextlib.suppress(TimeoutError):  # a quiet period ends in the resync below
-                await asyncio.wait_for(self.wakeup.wait(), timeout=self.settings.resync_seconds)
-            if self.clock() - self.last_resync_at > datetime.timedelta(
-                seconds=self.settings.resync_seconds
-            ):
+                await asyncio.wait_for(
+                    self.wakeup.wait(), timeout=self.settings.rounds.resync.total_seconds()
+                )
+            if self.clock() - self.last_resync_at > self.settings.rounds.resync:
                 self.last_resync_at = self.clock()
                 self.resync.update(self.due())
             self.wakeup.clear()

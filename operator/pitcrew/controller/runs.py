@@ -36,7 +36,7 @@ from pitcrew.api.vocabulary import (
     VALIDATION_SUITE,
     account_name,
 )
-from pitcrew.controller.settings import OperatorSettings
+from pitcrew.controller.settings import OperatorSettings, job_pods
 from pitcrew.controller.store import Store
 from pitcrew.core.convert import gpu_capacity, gpu_model, matches, termination_message
 from pitcrew.core.port_types import Ref
@@ -209,13 +209,13 @@ class Runs:
             nodes=members,
             master_address=self._address(members[0]),
             namespace=self.settings.namespace,
-            image=self.settings.probe_image,
+            image=self.settings.jobs.probe_image,
             gpus=gpu_capacity(self.store.nodes.get(members[0], {})),
             deadline_seconds=int(spec.timeout.total_seconds()),
-            service_account=account_name("probe", self.settings.account_prefix),
+            service_account=account_name("probe", self.settings.jobs.account_prefix),
             priority_class=self._priority_class(members[0]),
-            resources=self.settings.probe_resources,
-            pods=self.settings.job_pods,
+            resources=self.settings.jobs.probe_resources,
+            pods=job_pods(self.settings.jobs),
         ):
             jobs.create(self.api, job)
 
