@@ -27,6 +27,10 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{ .Values.probes.image.repository }}:{{ .Values.probes.image.tag | default .Chart.AppVersion }}
 {{- end -}}
 
+{{- define "pitcrew.imagePullSecretNames" -}}
+{{- range $i, $secret := .Values.imagePullSecrets }}{{ if $i }},{{ end }}{{ $secret.name }}{{ end }}
+{{- end -}}
+
 {{- define "pitcrew.restrictedContainer" -}}
 allowPrivilegeEscalation: false
 readOnlyRootFilesystem: true

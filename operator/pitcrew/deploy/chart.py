@@ -1,10 +1,14 @@
-"""The chart files generated from code: RBAC, the admission policy, dashboards.
+"""The chart files generated from code: RBAC, the admission policy, dashboards, and
+the operator's settings (values, their schema, the Deployment's flags).
 
 The RBAC rules (:mod:`pitcrew.deploy.rbac`) and the agent's admission policy
 (:mod:`pitcrew.deploy.admission`) are what the e2e tests run with; the chart gets
 the very same objects, with Helm expressions for the names, so it can never
-ship other permissions than the tested ones. ``pitcrew chart`` writes them,
-``pitcrew chart --check`` (in ``make lint``) fails on drift.
+ship other permissions than the tested ones. The operator's settings come from their
+model (:mod:`pitcrew.deploy.chart_settings`); in ``values.yaml`` and
+``values.schema.json`` only their part is generated, the rest is the chart's own.
+``pitcrew chart`` writes them, ``pitcrew chart --check`` (in ``make lint``) fails on
+drift.
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ from pathlib import Path
 
 import yaml
 
-from pitcrew.deploy import admission, dashboards, rbac
+from pitcrew.api.errors import PitcrewError
+from pitcrew.deploy import admission, chart_settings, dashboards, rbac
 
 FOLDER = Path("charts/pitcrew")
 NAMESPACE = "{{ .Release.Namespace }}"
@@ -47,14 +52,34 @@ def files() -> dict[str, str]:
             ".Values.admissionPolicy.enabled",
             admission.manifests(NAMESPACE, prefix=PREFIX),
         ),
+        "templates/_operator-args.tpl": chart_settings.args_template(),
     }
     for name, text in dashboards.files().items():
         generated[f"dashboards/{name}"] = text
     return generated
 
 
+SPLICED: dict[str, Callable[[str], str]] = {
+    "values.yaml": chart_settings.splice_values,
+    "values.schema.json": chart_settings.splice_schema,
+}
+"""Hand-written chart files with a generated part: the file as it should be, from the
+file as it is."""
+
+
+def expected(folder: Path) -> dict[Path, str]:
+    """Every generated file of the chart in ``folder`` with the text it should have."""
+    wanted = {folder / name: text for name, text in files().items()}
+    for name, splice in SPLICED.items():
+        path = folder / name
+        if not path.exists():
+            raise PitcrewError(f"{path} is missing: the chart's own file, with generated parts")
+        wanted[path] = splice(path.read_text())
+    return wanted
+
+
 def _each(folder: Path, act: Callable[[Path, str], bool]) -> list[Path]:
-    return [folder / name for name, text in files().items() if act(folder / name, text)]
+    return [path for path, text in expected(folder).items() if act(path, text)]
 
 
 def write_all(folder: Path) -> list[Path]:
