@@ -17,9 +17,11 @@ from typing import Any
 
 from kubernetes import client
 
+from pitcrew.api.vocabulary import DEFAULT_NAMESPACE
+
 GROUP, VERSION = "pitcrew.dev", "v1alpha1"
 GROUP_LABEL = "e2e.pitcrew.dev/group"
-NAMESPACE = "pitcrew-system"
+NAMESPACE = DEFAULT_NAMESPACE
 
 
 PROBE_PRIORITY = "e2e-probe-priority"

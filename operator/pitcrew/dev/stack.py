@@ -34,14 +34,14 @@ from typing import Any
 from kubernetes import client
 
 from gpuhealth.models import GpuModel, get_model
-from pitcrew.api.vocabulary import SIMULATED_LABEL, account_name
+from pitcrew.api.vocabulary import DEFAULT_NAMESPACE, SIMULATED_LABEL, account_name
 from pitcrew.dev import devcluster
 from pitcrew.dev.agents import AGENT_POD_LABEL
 from pitcrew.dev.devcluster import install
 from pitcrew.dev.devcluster.cluster import free_port
 from pitcrew.kube.client import api_client
 
-NAMESPACE = "pitcrew-system"
+NAMESPACE = DEFAULT_NAMESPACE
 """Where the operator's Lease, probe Jobs and remediation Jobs live."""
 
 

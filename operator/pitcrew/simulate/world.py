@@ -30,7 +30,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from pitcrew.api.gpunode import AgentChecks, GPUNodeStatus, Phase, Transition
-from pitcrew.api.vocabulary import OUT_OF_SERVICE
+from pitcrew.api.vocabulary import DEFAULT_NAMESPACE, OUT_OF_SERVICE
 from pitcrew.core.views import NodeView, PodView
 from pitcrew.simulate.clock import Clock, at
 from pitcrew.simulate.job import Job
@@ -46,7 +46,7 @@ JOB_NAME = "llm"
 TRAINING_NAMESPACE = "train"
 OTHER_POD = PodView(namespace="batch", name="other-work", owner_kind="Job")
 """The preemptible work that fills nodes the job and the spare pool do not hold."""
-SYSTEM_NAMESPACE = "pitcrew-system"
+SYSTEM_NAMESPACE = DEFAULT_NAMESPACE
 
 
 class Stage(StrEnum):

@@ -16,14 +16,14 @@ from typing import Any
 import yaml
 from kubernetes import client
 
-from pitcrew.api.vocabulary import account_name
+from pitcrew.api.vocabulary import DEFAULT_NAMESPACE, account_name
 from pitcrew.deploy import install as deploy_install
 from pitcrew.kube.client import to_dict
 
 TOKEN_SECONDS = 24 * 3600
 
 
-def install(api: client.ApiClient, *, namespace: str = "pitcrew-system") -> None:
+def install(api: client.ApiClient, *, namespace: str = DEFAULT_NAMESPACE) -> None:
     """What ``pitcrew install`` applies, without its default policy (the tests and the
     demo bring their own)."""
     deploy_install.install(api, namespace, policy=False)
