@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import urllib3
-from fleet import GROUP_LABEL, NAMESPACE, Fleet, eventually
 from kubernetes import client
 
 from pitcrew.dev.stack import SimStack
+from support.fleet import GROUP_LABEL, NAMESPACE, Fleet, eventually
 
 FATAL_XID = [{"type": "xid", "gpu": 0, "code": 79}]
 NODES = int(os.environ.get("PITCREW_CHAOS_NODES") or 12)

@@ -4,8 +4,9 @@ its controller puts on them, no ``pitcrew.dev/*`` label."""
 
 from __future__ import annotations
 
-from fleet import Fleet, crd
 from kubernetes import client
+
+from support.fleet import Fleet, crd
 
 GPU_POD = {
     "spec": {

@@ -11,7 +11,6 @@ from concurrent.futures import Executor, Future
 from typing import Any
 
 import jsonpatch
-from lifecycle_data import POLICY_CREATED, SELECTOR, T0
 
 from gpuhealth.report import CheckResult, CheckStatus, FaultClass, RecommendedAction
 from pitcrew.api.gpunode import ChecksStatus, GPUNodeStatus, Phase
@@ -29,6 +28,7 @@ from pitcrew.core.port_types import Backoff, EvictionResult, Ref
 from pitcrew.core.views import PodView
 from pitcrew.kube import nodes
 from pitcrew.remediators import RemediationError, RemediationRequest, Remediator
+from support.lifecycle_data import POLICY_CREATED, SELECTOR, T0
 
 Object = dict[str, Any]
 _versions = itertools.count(100)

@@ -15,14 +15,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from chaos import NODES, OPERATORS, Chaos, chaos_seconds, holder
-from fleet import Fleet
 from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
-from toxiproxy import Toxiproxy
 
 from pitcrew.dev import devcluster
 from pitcrew.dev.stack import SimStack
+from support.chaos import NODES, OPERATORS, Chaos, chaos_seconds, holder
+from support.fleet import Fleet
+from support.toxiproxy import Toxiproxy
 
 SECONDS = chaos_seconds()
 pytestmark = pytest.mark.skipif(

@@ -21,7 +21,6 @@ from typing import Any
 
 import pytest
 import yaml
-from fleet import Fleet, eventually
 from kubernetes import client
 
 from pitcrew.api.vocabulary import AGENT_MANAGER
@@ -29,6 +28,7 @@ from pitcrew.dev.devcluster import build, install
 from pitcrew.dev.stack import SimStack
 from pitcrew.kube import gpunodes
 from pitcrew.kube.client import api_client as new_api_client
+from support.fleet import Fleet, eventually
 
 ROOT = Path(__file__).resolve().parents[3]
 CHART = ROOT / "charts" / "pitcrew"

@@ -11,11 +11,11 @@ import sys
 import uuid
 from pathlib import Path
 
-from fleet import NAMESPACE, eventually
 from kubernetes import client
 
 from pitcrew.api import crdgen
 from pitcrew.deploy import install
+from support.fleet import NAMESPACE, eventually
 
 ROOT = Path(__file__).resolve().parents[3]
 PITCREW = [sys.executable, "-m", "pitcrew.cli"]

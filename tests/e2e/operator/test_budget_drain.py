@@ -13,8 +13,10 @@ import json
 import threading
 from typing import Any
 
-from fleet import Fleet, eventually
 from kubernetes import client
+
+from support.fixtures import HealthyFleet
+from support.fleet import eventually
 
 FATAL_XID = [{"type": "xid", "gpu": 0, "code": 79}]
 REPLICAS = 6
@@ -84,13 +86,10 @@ class PodWatch:
 
 
 def test_a_drain_of_three_nodes_never_takes_more_pods_than_the_budget_allows(
-    fleet_factory: type[Fleet], workload_namespace: str
+    healthy_fleet: HealthyFleet, workload_namespace: str
 ) -> None:
-    fleet = fleet_factory(size=4)
-    fleet.policy(safety={"maxUnhealthy": 3, "maxConcurrentDrains": 3})
+    fleet = healthy_fleet(size=4, safety={"maxUnhealthy": 3, "maxConcurrentDrains": 3})
     draining, sink = fleet.nodes[:3], fleet.nodes[3]
-    for node in fleet.nodes:
-        fleet.wait_phase(node, "Healthy")
     for node in draining:
         fleet.core.patch_node(node, {"metadata": {"labels": {HOST_LABEL: "true"}}})
     labels = {"app": "guarded"}

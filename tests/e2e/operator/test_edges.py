@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import time
 
-from fleet import NAMESPACE, Fleet, eventually
 from kubernetes import client
 
 from pitcrew.dev.stack import SimStack
+from support.fixtures import HealthyFleet
+from support.fleet import NAMESPACE, eventually
 
 FATAL_XID = [{"type": "xid", "gpu": 0, "code": 79}]
 
@@ -34,12 +35,10 @@ def reset_jobs(api: client.ApiClient, node: str) -> list[client.V1Job]:
 
 
 def test_turning_dry_run_off_starts_no_remediation_while_pods_run(
-    fleet_factory: type[Fleet], workload_namespace: str, api_client: client.ApiClient
+    healthy_fleet: HealthyFleet, workload_namespace: str, api_client: client.ApiClient
 ) -> None:
-    fleet = fleet_factory(size=2)
-    fleet.policy(safety={"dryRun": True, "drain": {"timeout": "5s"}})
+    fleet = healthy_fleet(size=2, safety={"dryRun": True, "drain": {"timeout": "5s"}})
     node = fleet.nodes[0]
-    fleet.wait_phase(node, "Healthy")
     labels = {"app": "frozen"}
     fleet.pod(workload_namespace, "trainer-0", node, labels=labels)
     guard(api_client, workload_namespace, labels)
@@ -64,19 +63,17 @@ def test_turning_dry_run_off_starts_no_remediation_while_pods_run(
 
 
 def test_a_restarted_operator_resumes_draining_and_remediating_nodes_as_they_were(
-    fleet_factory: type[Fleet],
+    healthy_fleet: HealthyFleet,
     workload_namespace: str,
     api_client: client.ApiClient,
     pitcrew: SimStack,
 ) -> None:
-    fleet = fleet_factory(size=4)
-    fleet.policy(
+    fleet = healthy_fleet(
+        size=4,
         safety={"maxUnhealthy": 2, "maxConcurrentRemediations": 2, "maxConcurrentDrains": 2},
         remediation={"ladders": {"fatal": [{"action": "reset-gpu", "timeout": "30m"}]}},
     )
     draining, remediating = fleet.nodes[0], fleet.nodes[1]
-    for node in (draining, remediating):
-        fleet.wait_phase(node, "Healthy")
     labels = {"app": "frozen"}
     fleet.pod(workload_namespace, "trainer-0", draining, labels=labels)
     guard(api_client, workload_namespace, labels)
@@ -118,15 +115,14 @@ def test_a_restarted_operator_resumes_draining_and_remediating_nodes_as_they_wer
 
 
 def test_a_pod_stuck_terminating_releases_the_drain_after_its_timeout(
-    fleet_factory: type[Fleet], workload_namespace: str, api_client: client.ApiClient
+    healthy_fleet: HealthyFleet, workload_namespace: str, api_client: client.ApiClient
 ) -> None:
-    fleet = fleet_factory(size=2)
-    fleet.policy(
+    fleet = healthy_fleet(
+        size=2,
         safety={"drain": {"timeout": "10s"}},
         remediation={"ladders": {"fatal": [{"action": "reset-gpu", "timeout": "30m"}]}},
     )
     node = fleet.nodes[0]
-    fleet.wait_phase(node, "Healthy")
     fleet.pod(workload_namespace, "stuck-0", node)
     fleet.core.patch_namespaced_pod(
         "stuck-0",
@@ -155,12 +151,10 @@ def test_a_pod_stuck_terminating_releases_the_drain_after_its_timeout(
 
 
 def test_simulated_agents_report_with_the_agent_accounts_pod_bound_tokens(
-    fleet_factory: type[Fleet], pitcrew: SimStack
+    healthy_fleet: HealthyFleet, pitcrew: SimStack
 ) -> None:
-    fleet = fleet_factory(size=2)
-    fleet.policy()
-    for node in fleet.nodes:
-        fleet.wait_phase(node, "Healthy")  # only an agent token bound to its pod can write
+    # Healthy means reported: only an agent token bound to its pod can write.
+    fleet = healthy_fleet(size=2)
     pods = fleet.core.list_namespaced_pod(NAMESPACE, label_selector="sim.pitcrew.dev/agent=true")
     on = {p.spec.node_name: p for p in pods.items if p.spec.node_name in fleet.nodes}
     assert set(on) == set(fleet.nodes)
@@ -169,13 +163,11 @@ def test_simulated_agents_report_with_the_agent_accounts_pod_bound_tokens(
 
 
 def test_a_malformed_progress_annotation_gets_one_event_and_the_node_stays_healthy(
-    fleet_factory: type[Fleet], workload_namespace: str
+    healthy_fleet: HealthyFleet, workload_namespace: str
 ) -> None:
     # Whoever can patch a training pod can write anything into its progress annotation.
-    fleet = fleet_factory(size=2)
-    fleet.policy()
+    fleet = healthy_fleet(size=2)
     node = fleet.nodes[0]
-    fleet.wait_phase(node, "Healthy")
     fleet.pod(
         workload_namespace,
         "trainer-bad",
@@ -200,14 +192,12 @@ def test_a_malformed_progress_annotation_gets_one_event_and_the_node_stays_healt
 
 
 def test_a_malformed_fault_list_on_a_node_gets_one_event_and_changes_nothing(
-    fleet_factory: type[Fleet],
+    healthy_fleet: HealthyFleet,
 ) -> None:
     """Whoever can annotate a simulated machine (its kubelet, in a devcluster) can write
     anything as its fault list: the agent flags it once and keeps what it had."""
-    fleet = fleet_factory(size=2)
-    fleet.policy()
+    fleet = healthy_fleet(size=2)
     node = fleet.nodes[0]
-    fleet.wait_phase(node, "Healthy")
     fleet.core.patch_node(node, {"metadata": {"annotations": {FAULTS: "[{not json"}}})
 
     def flagged() -> list[client.CoreV1Event]:

@@ -7,13 +7,14 @@ from __future__ import annotations
 import threading
 import time
 
-from fleet import GROUP_LABEL, Fleet, eventually
 from kubernetes import client
-from launchers import jobset
-from operator_metrics import gauges, job_metrics
 
 from pitcrew.dev.demo.workload import NAMESPACE, TrainingJob
 from pitcrew.dev.stack import SimStack
+from support.fixtures import HealthyFleet
+from support.fleet import GROUP_LABEL, eventually
+from support.launchers import jobset
+from support.operator_metrics import gauges, job_metrics
 
 FATAL_XID = [{"type": "xid", "gpu": 0, "code": 79}]
 STEPS_PER_SECOND = 0.25
@@ -28,12 +29,9 @@ def rank0_node(core: client.CoreV1Api, job: TrainingJob) -> str:
 
 
 def test_wasted_time_matches_the_steps_a_job_lost_three_times(
-    fleet_factory: type[Fleet], pitcrew: SimStack
+    healthy_fleet: HealthyFleet, pitcrew: SimStack
 ) -> None:
-    fleet = fleet_factory(size=4)
-    fleet.policy()
-    for node in fleet.nodes:
-        fleet.wait_phase(node, "Healthy")
+    fleet = healthy_fleet(size=4)
     job = TrainingJob(
         fleet.api,
         name=f"{fleet.group}-llm",
@@ -108,15 +106,12 @@ def test_wasted_time_matches_the_steps_a_job_lost_three_times(
 
 
 def test_a_jobset_launched_job_is_accounted_under_its_own_name(
-    fleet_factory: type[Fleet], pitcrew: SimStack, api_client: client.ApiClient, namespace: str
+    healthy_fleet: HealthyFleet, pitcrew: SimStack, api_client: client.ApiClient, namespace: str
 ) -> None:
     """A JobSet's pods as its controller creates them (the JobSet's labels and their
     child Job's, no pitcrew.dev/* label): the operator accounts one job named after
     the JobSet, with the GPUs of both workers, and none per child Job."""
-    fleet = fleet_factory(size=2)
-    fleet.policy()
-    for node in fleet.nodes:
-        fleet.wait_phase(node, "Healthy")
+    fleet = healthy_fleet(size=2)
     jobset(api_client, fleet, namespace, "pretrain", fleet.nodes)
     account = f"{namespace}/pretrain"
     found = eventually(

@@ -10,11 +10,12 @@ import time
 from pathlib import Path
 
 import pytest
-from fleet import NAMESPACE, Fleet, eventually
 from kubernetes import client
 
 from pitcrew.dev import devcluster
 from pitcrew.dev.stack import SimStack
+from support.fixtures import HealthyFleet
+from support.fleet import NAMESPACE, eventually
 
 FATAL_XID = [{"type": "xid", "gpu": 0, "code": 79}]
 
@@ -25,16 +26,14 @@ def holder(api: client.ApiClient) -> str:
 
 
 def test_standby_finishes_the_drain_after_the_leader_dies(
-    fleet_factory: type[Fleet],
+    healthy_fleet: HealthyFleet,
     workload_namespace: str,
     pitcrew: SimStack,
     api_client: client.ApiClient,
 ) -> None:
     pitcrew.start_operator("operator-b")
-    fleet = fleet_factory(size=2)
-    fleet.policy()
+    fleet = healthy_fleet(size=2)
     node = fleet.nodes[0]
-    fleet.wait_phase(node, "Healthy")
     labels = {"app": "guarded"}
     fleet.pod(workload_namespace, "guarded-0", node, labels=labels, gpus=4)
     fleet.pod(workload_namespace, "free-0", node, gpus=4)
@@ -116,7 +115,7 @@ class Counter(http.server.BaseHTTPRequestHandler):
 
 
 def test_an_apiserver_restart_under_two_replicas_never_leaves_two_leaders_acting(
-    fleet_factory: type[Fleet], pitcrew: SimStack, kubeconfig: str, api_client: client.ApiClient
+    healthy_fleet: HealthyFleet, pitcrew: SimStack, kubeconfig: str, api_client: client.ApiClient
 ) -> None:
     if os.environ.get("PITCREW_TEST_KUBECONFIG"):
         pytest.skip("restarts the devcluster's own kube-apiserver")
@@ -129,15 +128,14 @@ def test_an_apiserver_restart_under_two_replicas_never_leaves_two_leaders_acting
             pitcrew.running.pop(name, None)
             pitcrew.start_operator(name)
     try:
-        fleet = fleet_factory(size=2)
-        fleet.policy(
+        fleet = healthy_fleet(
+            size=2,
             remediation={
                 "ladders": {"fatal": [{"action": "webhook", "timeout": "1h"}]},
                 "webhook": {"url": f"http://127.0.0.1:{server.server_address[1]}/rma"},
-            }
+            },
         )
         node = fleet.nodes[0]
-        fleet.wait_phase(node, "Healthy")
         fleet.core.patch_node(
             node, {"metadata": {"annotations": {"sim.pitcrew.dev/repair-fails": "webhook"}}}
         )

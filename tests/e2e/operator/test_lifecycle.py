@@ -5,20 +5,20 @@ from __future__ import annotations
 import datetime
 import time
 
-from fleet import Fleet, eventually
 from kubernetes import client
+
+from support.fixtures import HealthyFleet
+from support.fleet import eventually
 
 FATAL_XID = [{"type": "xid", "gpu": 2, "code": 79}]
 NVLINK_DOWN = [{"type": "nvlink-down", "gpu": 1, "link": 3}]
 
 
 def test_fatal_xid_quarantines_drains_repairs_and_revalidates(
-    fleet_factory: type[Fleet], workload_namespace: str
+    healthy_fleet: HealthyFleet, workload_namespace: str
 ) -> None:
-    fleet = fleet_factory(size=2)
-    fleet.policy()
+    fleet = healthy_fleet(size=2)
     node = fleet.nodes[0]
-    fleet.wait_phase(node, "Healthy")
     fleet.pod(workload_namespace, "trainer-0", node)
     fleet.inject(node, FATAL_XID)
     eventually(lambda: fleet.node(node).spec.unschedulable, timeout=20, what="cordon")
@@ -58,12 +58,10 @@ def test_fatal_xid_quarantines_drains_repairs_and_revalidates(
 
 
 def test_degraded_node_is_drained_at_the_jobs_next_checkpoint(
-    fleet_factory: type[Fleet], workload_namespace: str
+    healthy_fleet: HealthyFleet, workload_namespace: str
 ) -> None:
-    fleet = fleet_factory(size=2)
-    fleet.policy()
+    fleet = healthy_fleet(size=2)
     node = fleet.nodes[0]
-    fleet.wait_phase(node, "Healthy")
     fleet.pod(workload_namespace, "trainer-0", node, labels={"pitcrew.dev/job": "llm"})
     fleet.inject(node, NVLINK_DOWN)
     fleet.wait_phase(node, "Suspect", timeout=20)
@@ -85,12 +83,10 @@ def test_degraded_node_is_drained_at_the_jobs_next_checkpoint(
 
 
 def test_pdb_blocks_the_drain_until_it_allows_it(
-    fleet_factory: type[Fleet], workload_namespace: str
+    healthy_fleet: HealthyFleet, workload_namespace: str
 ) -> None:
-    fleet = fleet_factory(size=2)
-    fleet.policy()
+    fleet = healthy_fleet(size=2)
     node = fleet.nodes[0]
-    fleet.wait_phase(node, "Healthy")
     labels = {"app": "protected"}
     fleet.pod(workload_namespace, "protected-0", node, labels=labels)
     policy = client.PolicyV1Api(fleet.api)
@@ -136,14 +132,12 @@ def test_pdb_blocks_the_drain_until_it_allows_it(
 
 
 def test_an_evicted_pod_keeps_its_grace_period_and_the_drain_waits_for_it(
-    fleet_factory: type[Fleet], workload_namespace: str
+    healthy_fleet: HealthyFleet, workload_namespace: str
 ) -> None:
     """The eviction carries no grace override: a pod that takes 8 s of its 60 to exit
     on SIGTERM is given them, and the node is not remediated under it meanwhile."""
-    fleet = fleet_factory(size=2)
-    fleet.policy()
+    fleet = healthy_fleet(size=2)
     node = fleet.nodes[0]
-    fleet.wait_phase(node, "Healthy")
     slow = {"sim.pitcrew.dev/shutdown-after": "8s"}
     fleet.pod(workload_namespace, "slow-0", node, annotations=slow, grace=60)
     fleet.inject(node, FATAL_XID)
@@ -168,11 +162,9 @@ def test_an_evicted_pod_keeps_its_grace_period_and_the_drain_waits_for_it(
     fleet.wait_phase(node, "Remediating", "Validating", "Healthy", timeout=30)
 
 
-def test_a_foreign_cordon_is_never_undone(fleet_factory: type[Fleet]) -> None:
-    fleet = fleet_factory(size=2)
-    fleet.policy()
+def test_a_foreign_cordon_is_never_undone(healthy_fleet: HealthyFleet) -> None:
+    fleet = healthy_fleet(size=2)
     node = fleet.nodes[0]
-    fleet.wait_phase(node, "Healthy")
     fleet.core.patch_node(node, {"spec": {"unschedulable": True}})  # kubectl cordon
     fleet.inject(node, FATAL_XID)
     fleet.wait_phase(node, "Remediating", "Validating", timeout=30)

@@ -8,8 +8,10 @@ import datetime
 import time
 
 import pytest
-from fleet import NODE_MAINTENANCE, Fleet
 from kubernetes import client
+
+from support.fixtures import HealthyFleet
+from support.fleet import NODE_MAINTENANCE
 
 GROUP, VERSION = "pitcrew.dev", "v1alpha1"
 
@@ -19,13 +21,10 @@ def iso(moment: datetime.datetime) -> str:
 
 
 def test_a_window_drains_at_the_checkpoint_keeps_the_node_out_and_revalidates_it(
-    fleet_factory: type[Fleet], workload_namespace: str
+    healthy_fleet: HealthyFleet, workload_namespace: str
 ) -> None:
-    fleet = fleet_factory(size=2)
-    fleet.policy(safety={"drain": {"checkpointMaxDelay": "5m"}})
+    fleet = healthy_fleet(size=2, safety={"drain": {"checkpointMaxDelay": "5m"}})
     node, other = fleet.nodes
-    for name in fleet.nodes:
-        fleet.wait_phase(name, "Healthy")
     fleet.pod(workload_namespace, "trainer-0", node, labels={"pitcrew.dev/job": "llm"})
     now = datetime.datetime.now(datetime.UTC)
     start, end = now + datetime.timedelta(seconds=20), now + datetime.timedelta(seconds=50)
@@ -99,11 +98,9 @@ def test_a_window_that_ends_before_it_starts_is_refused_with_a_sentence(
     assert "end must be after start" in str(refused.value.body)
 
 
-def test_a_medik8s_node_maintenance_is_honoured(fleet_factory: type[Fleet]) -> None:
-    fleet = fleet_factory(size=2)
-    fleet.policy()
+def test_a_medik8s_node_maintenance_is_honoured(healthy_fleet: HealthyFleet) -> None:
+    fleet = healthy_fleet(size=2)
     node = fleet.nodes[1]
-    fleet.wait_phase(node, "Healthy")
     group, version, _ = NODE_MAINTENANCE
     name = f"{fleet.group}-psu"
     fleet.custom.create_cluster_custom_object(

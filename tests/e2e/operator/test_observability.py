@@ -16,12 +16,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fleet import Fleet, eventually
-from promserver import RULES, Prometheus, binary
 
 from pitcrew.client.progress import ProgressReporter
 from pitcrew.deploy import dashboards
 from pitcrew.dev.stack import SimStack
+from support.fixtures import HealthyFleet
+from support.fleet import eventually
+from support.promserver import RULES, Prometheus, binary
 
 TESTS = Path(__file__).resolve().parents[2] / "prometheus" / "alerts_test.yaml"
 FATAL_XID = [{"type": "xid", "gpu": 0, "code": 79}]
@@ -49,12 +50,9 @@ def test_alert_rules_are_valid_and_their_unit_tests_pass() -> None:
 
 
 def test_goodput_after_a_fault_and_every_dashboard_query_returns_data(
-    fleet_factory: type[Fleet], workload_namespace: str, prometheus: Prometheus, kubeconfig: str
+    healthy_fleet: HealthyFleet, workload_namespace: str, prometheus: Prometheus, kubeconfig: str
 ) -> None:
-    fleet = fleet_factory(size=4)
-    fleet.policy(remediation=STUCK_LADDER)
-    for node in fleet.nodes:
-        fleet.wait_phase(node, "Healthy")
+    fleet = healthy_fleet(size=4, remediation=STUCK_LADDER)
     job = f"{fleet.group}-llm"
     for rank, node in enumerate(fleet.nodes[:2]):
         fleet.pod(workload_namespace, f"llm-{rank}", node, labels={"pitcrew.dev/job": job})

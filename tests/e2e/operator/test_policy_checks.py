@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from fleet import Fleet, eventually
+from support.fixtures import HealthyFleet
+from support.fleet import Fleet, eventually
 
 GROUP, VERSION = "pitcrew.dev", "v1alpha1"
 
@@ -29,12 +30,10 @@ def published(fleet: Fleet, node: str) -> dict[str, Any]:
 
 
 def test_policy_thresholds_disabled_checks_and_gpu_count_reach_the_agent(
-    fleet_factory: type[Fleet],
+    healthy_fleet: HealthyFleet,
 ) -> None:
-    fleet = fleet_factory(size=1)
-    fleet.policy()
+    fleet = healthy_fleet(size=1)
     node = fleet.nodes[0]
-    fleet.wait_phase(node, "Healthy")
     assert published(fleet, node)["expectedGpus"] == 8  # the node's capacity
     fleet.wait_events(node, "ChecksConfigured")
 

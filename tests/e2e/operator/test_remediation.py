@@ -18,13 +18,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from fleet import NAMESPACE, Fleet, crd, eventually
 from kubernetes import client, utils
 
 from pitcrew.deploy import rbac
 from pitcrew.dev import devcluster
 from pitcrew.dev.devcluster.cluster import free_port
 from pitcrew.kube.client import api_client
+from support.fixtures import HealthyFleet
+from support.fleet import NAMESPACE, Fleet, crd, eventually
 
 FATAL_XID = [{"type": "xid", "gpu": 4, "code": 79}]
 SYSTEM_UUID = "8f0e3b52-1c1f-4b1e-9f7e-5f2a8b8d0a01"
@@ -246,17 +247,16 @@ def receiver() -> Iterator[str]:
 
 
 def test_webhook_is_retried_on_5xx_and_not_duplicated(
-    fleet_factory: type[Fleet], receiver: str
+    healthy_fleet: HealthyFleet, receiver: str
 ) -> None:
-    fleet = fleet_factory(size=2)
-    node = fleet.nodes[0]
-    fleet.policy(
+    fleet = healthy_fleet(
+        size=2,
         remediation={
             "ladders": {"fatal": [{"action": "webhook", "timeout": "1h"}]},
             "webhook": {"url": receiver},
-        }
+        },
     )
-    fleet.wait_phase(node, "Healthy")
+    node = fleet.nodes[0]
     fleet.core.patch_node(
         node, {"metadata": {"annotations": {"sim.pitcrew.dev/repair-fails": "webhook"}}}
     )  # the ticket stays open
@@ -406,10 +406,9 @@ def test_redfish_reboot_reaches_the_bmc_a_bare_metal_host_names(
         core.delete_namespace(hosts)
 
 
-def test_failed_repairs_climb_the_ladder_then_retire(fleet_factory: type[Fleet]) -> None:
-    fleet = fleet_factory(size=2)
-    node = fleet.nodes[0]
-    fleet.policy(
+def test_failed_repairs_climb_the_ladder_then_retire(healthy_fleet: HealthyFleet) -> None:
+    fleet = healthy_fleet(
+        size=2,
         remediation={
             "ladders": {
                 "fatal": [
@@ -420,9 +419,9 @@ def test_failed_repairs_climb_the_ladder_then_retire(fleet_factory: type[Fleet])
             },
             "webhook": {"url": "http://127.0.0.1:9/closed"},
             "lemon": {"maxRemediations": 10},
-        }
+        },
     )
-    fleet.wait_phase(node, "Healthy")
+    node = fleet.nodes[0]
     fleet.core.patch_node(
         node, {"metadata": {"annotations": {"sim.pitcrew.dev/repair-fails": "reset-gpu"}}}
     )

@@ -4,25 +4,25 @@ from __future__ import annotations
 
 import time
 
-from fleet import NAMESPACE, Fleet, eventually
 from kubernetes import client
+
+from support.fixtures import HealthyFleet
+from support.fleet import NAMESPACE, Fleet, eventually
 
 FATAL_XID = [{"type": "xid", "gpu": 0, "code": 79}]
 
 
 def test_breaker_trips_at_20_percent_and_no_more_nodes_are_cordoned(
-    fleet_factory: type[Fleet],
+    healthy_fleet: HealthyFleet,
 ) -> None:
-    fleet = fleet_factory(size=10)
-    fleet.policy(
+    fleet = healthy_fleet(
+        size=10,
         safety={"maxUnhealthy": "20%"},
         remediation={
             "ladders": {"fatal": [{"action": "webhook", "timeout": "1h"}]},
             "webhook": {"url": "http://127.0.0.1:9/unreachable"},
         },
     )
-    for node in fleet.nodes:
-        fleet.wait_phase(node, "Healthy")
     failing = fleet.nodes[:3]
     for node in failing:
         fleet.inject(node, FATAL_XID)
@@ -49,12 +49,10 @@ def test_breaker_trips_at_20_percent_and_no_more_nodes_are_cordoned(
 
 
 def test_dry_run_decides_and_records_but_writes_nothing(
-    fleet_factory: type[Fleet], workload_namespace: str
+    healthy_fleet: HealthyFleet, workload_namespace: str
 ) -> None:
-    fleet = fleet_factory(size=2)
-    fleet.policy(safety={"dryRun": True})
+    fleet = healthy_fleet(size=2, safety={"dryRun": True})
     node = fleet.nodes[0]
-    fleet.wait_phase(node, "Healthy")
     fleet.pod(workload_namespace, "trainer-0", node)
     pod_version = fleet.core.read_namespaced_pod(
         "trainer-0", workload_namespace

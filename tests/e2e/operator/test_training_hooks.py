@@ -15,12 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from fleet import Fleet, eventually
 from kubernetes import client
-from launchers import jobset
-from operator_metrics import gauges, job_metrics, leader_job_seconds
 
 from pitcrew.dev.stack import SimStack
+from support.fixtures import HealthyFleet
+from support.fleet import Fleet, eventually
+from support.launchers import jobset
+from support.operator_metrics import gauges, job_metrics, leader_job_seconds
 
 SUPPORT = Path(__file__).resolve().parents[2] / "support"
 
@@ -71,16 +72,13 @@ def reason(fleet: Fleet, node: str) -> tuple[str, str]:
 
 
 def test_a_lightning_job_launched_by_jobset_is_accounted_and_drained_at_its_checkpoint(
-    fleet_factory: type[Fleet],
+    healthy_fleet: HealthyFleet,
     pitcrew: SimStack,
     api_client: client.ApiClient,
     namespace: str,
     kubeconfig: str,
 ) -> None:
-    fleet = fleet_factory(size=3)
-    fleet.policy(safety={"drain": {"checkpointMaxDelay": "10m"}})
-    for node in fleet.nodes:
-        fleet.wait_phase(node, "Healthy")
+    fleet = healthy_fleet(size=3, safety={"drain": {"checkpointMaxDelay": "10m"}})
     rank0, _ = jobset(api_client, fleet, namespace, "finetune", fleet.nodes[:2])
     trainer = train(kubeconfig, namespace, rank0, fleet.nodes[0], "lightning", "600")
     try:
@@ -110,19 +108,17 @@ def test_a_lightning_job_launched_by_jobset_is_accounted_and_drained_at_its_chec
 
 
 def test_the_rank_its_job_names_slowest_has_its_node_taken_out_as_a_straggler(
-    fleet_factory: type[Fleet],
+    healthy_fleet: HealthyFleet,
     pitcrew: SimStack,
     api_client: client.ApiClient,
     namespace: str,
     kubeconfig: str,
 ) -> None:
-    fleet = fleet_factory(size=3)
-    fleet.policy(
+    fleet = healthy_fleet(
+        size=3,
         stragglers={"slowerThanMedianPercent": 20, "consecutiveReports": 2},
         safety={"drain": {"checkpointMaxDelay": "10m"}},
     )
-    for node in fleet.nodes:
-        fleet.wait_phase(node, "Healthy")
     rank0, _ = jobset(api_client, fleet, namespace, "pretrain", fleet.nodes[:2])
     fast, slow = fleet.nodes[:2]
     trainer = train(kubeconfig, namespace, rank0, fast, "ranks", "1500", fast, slow, "0.03")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from fleet import NAMESPACE, PROBE_PRIORITY, Fleet, eventually, probe_priority
 from kubernetes import client
+
+from support.fixtures import HealthyFleet
+from support.fleet import NAMESPACE, PROBE_PRIORITY, Fleet, eventually, probe_priority
 
 GROUP, VERSION = "pitcrew.dev", "v1alpha1"
 
@@ -30,11 +32,10 @@ def run_status(fleet: Fleet, name: str) -> dict[str, object]:
     return dict(found.get("status") or {})
 
 
-def test_run_validates_rolling_then_pairs_the_nodes_that_passed(fleet_factory: type[Fleet]) -> None:
-    fleet = fleet_factory(size=4)
-    fleet.policy()
-    for node in fleet.nodes:
-        fleet.wait_phase(node, "Healthy")
+def test_run_validates_rolling_then_pairs_the_nodes_that_passed(
+    healthy_fleet: HealthyFleet,
+) -> None:
+    fleet = healthy_fleet(size=4)
     bad = fleet.nodes[1]
     fleet.inject(bad, [{"type": "ib-port-down", "port": "mlx5_0/1"}])
     run = f"{fleet.group}-run"
@@ -82,12 +83,10 @@ def test_run_validates_rolling_then_pairs_the_nodes_that_passed(fleet_factory: t
 
 
 def test_deleting_a_run_releases_the_nodes_it_held(
-    fleet_factory: type[Fleet], workload_namespace: str
+    healthy_fleet: HealthyFleet, workload_namespace: str
 ) -> None:
-    fleet = fleet_factory(size=2)
-    fleet.policy()
+    fleet = healthy_fleet(size=2)
     node = fleet.nodes[0]
-    fleet.wait_phase(node, "Healthy")
     fleet.pod(workload_namespace, "busy-0", node)  # the run waits for it to be idle
     run = f"{fleet.group}-gone"
     create_run(fleet, run, maxConcurrentNodes=1)
@@ -150,12 +149,9 @@ def test_a_runs_suite_reaches_the_probe_and_pairs_run_at_probe_priority(
 
 
 def test_a_node_its_pairs_blame_is_taken_out_never_released_to_service_first(
-    fleet_factory: type[Fleet],
+    healthy_fleet: HealthyFleet,
 ) -> None:
-    fleet = fleet_factory(size=4)
-    fleet.policy()
-    for node in fleet.nodes:
-        fleet.wait_phase(node, "Healthy")
+    fleet = healthy_fleet(size=4)
     bad = fleet.nodes[2]
     # Its GEMM and HBM pass (the quick suite), its inter-node all-reduce does not.
     fleet.inject(bad, [{"type": "slow-nccl", "factor": 3}])

@@ -7,10 +7,10 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from fleet import NAMESPACE, PROBE_PRIORITY, Fleet, eventually, probe_priority
 from kubernetes import client
 
 from pitcrew.api.vocabulary import NODE_LABEL
+from support.fleet import NAMESPACE, PROBE_PRIORITY, Fleet, eventually, probe_priority
 
 INTERVAL = datetime.timedelta(minutes=5)
 

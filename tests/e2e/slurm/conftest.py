@@ -11,7 +11,8 @@ import os
 from collections.abc import Iterator
 
 import pytest
-from slurmcluster import SlurmCluster, missing_binaries
+
+from support.slurmcluster import SlurmCluster, missing_binaries
 
 SLURM_NODES = ["slurm-node-0", "slurm-node-1"]
 

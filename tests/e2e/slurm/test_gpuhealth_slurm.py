@@ -11,8 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fleet import eventually
-from slurmcluster import SlurmCluster, binary, missing_binaries
+
+from support.fleet import eventually
+from support.slurmcluster import SlurmCluster, binary, missing_binaries
 
 GPUHEALTH = str(Path(sys.executable).parent / "gpuhealth")
 FALLEN_OFF = [{"type": "xid", "gpu": 2, "code": 79}]

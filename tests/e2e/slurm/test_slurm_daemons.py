@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from slurmcluster import SlurmCluster
+from support.slurmcluster import SlurmCluster
 
 NODE = "slurm-node-1"
 

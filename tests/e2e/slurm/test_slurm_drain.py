@@ -15,11 +15,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fleet import NAMESPACE, Fleet, eventually
 from kubernetes import client
-from slurmcluster import SlurmCluster, binary
 
 from pitcrew.dev.stack import SimStack
+from support.fleet import NAMESPACE, Fleet, eventually
+from support.slurmcluster import SlurmCluster, binary
 
 FATAL_XID = [{"type": "xid", "gpu": 2, "code": 79}]
 LABEL = "slinky.slurm.net/pod-hostname"

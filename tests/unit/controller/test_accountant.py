@@ -7,9 +7,7 @@ import datetime
 from typing import Any
 
 import pytest
-from lifecycle_data import T0
 from prometheus_client import REGISTRY
-from shell_fakes import gpunode, healthy_status, node_object, policy_object, version
 
 from pitcrew.api.gpunode import Phase, Transition
 from pitcrew.api.meta import Duration
@@ -19,6 +17,8 @@ from pitcrew.controller.accountant import Accountant
 from pitcrew.controller.store import Store
 from pitcrew.core.job_ledger import Progress, RankTime
 from pitcrew.core.job_size import Owner
+from support.lifecycle_data import T0
+from support.shell_fakes import gpunode, healthy_status, node_object, policy_object, version
 
 HEARTBEAT = "pitcrew_agent_last_heartbeat_timestamp_seconds"
 

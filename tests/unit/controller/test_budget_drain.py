@@ -8,12 +8,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from shell_fakes import T0, Shell, healthy_status, policy_object, version
 
 from pitcrew.api.gpunode import Phase
 from pitcrew.controller.executor import PROGRESS_EVERY, progress_every
 from pitcrew.core.budgets import HELD_FOR
 from pitcrew.core.port_types import EvictionResult
+from support.shell_fakes import T0, Shell, healthy_status, policy_object, version
 
 APP = {"app": "llm"}
 

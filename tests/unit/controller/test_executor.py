@@ -5,11 +5,10 @@ from __future__ import annotations
 import datetime
 import json
 
-from lifecycle_data import T0
-from shell_fakes import Shell, healthy_status, policy_object, version
-
 from pitcrew.api.gpunode import Phase
 from pitcrew.api.vocabulary import LAST_REMEDIATION
+from support.lifecycle_data import T0
+from support.shell_fakes import Shell, healthy_status, policy_object, version
 
 POLICY = policy_object(
     remediation={"ladders": {"fatal": [{"action": "reset-gpu", "timeout": "10m"}]}}

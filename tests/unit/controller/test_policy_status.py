@@ -6,14 +6,14 @@ import datetime
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from lifecycle_data import T0
 from prometheus_client import REGISTRY
-from shell_fakes import HeldPool, Shell, healthy_status, policy_object
 
 from pitcrew.api.gpunode import Phase
 from pitcrew.api.meta import Duration
 from pitcrew.controller.policy_status import WRITE_EVERY, PolicyStatusWriter
 from pitcrew.core.views import FleetView
+from support.lifecycle_data import T0
+from support.shell_fakes import HeldPool, Shell, healthy_status, policy_object
 
 POLICY = policy_object(safety={"maxUnhealthy": 1, "stormCooldown": "10m"})
 

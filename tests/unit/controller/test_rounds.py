@@ -8,15 +8,6 @@ import datetime
 from typing import Any
 
 import pytest
-from shell_fakes import (
-    HeldPool,
-    Shell,
-    gpunode,
-    healthy_status,
-    node_object,
-    policy_object,
-    version,
-)
 
 from pitcrew.api.gpunode import Phase
 from pitcrew.api.vocabulary import UNHEALTHY
@@ -25,6 +16,15 @@ from pitcrew.controller.rounds import counted
 from pitcrew.core.lifecycle import Decision
 from pitcrew.core.rest import REST_MAX
 from pitcrew.core.views import FleetView
+from support.shell_fakes import (
+    HeldPool,
+    Shell,
+    gpunode,
+    healthy_status,
+    node_object,
+    policy_object,
+    version,
+)
 
 NODES = [f"n{i}" for i in range(10)]
 

@@ -6,11 +6,10 @@ import copy
 import datetime
 from typing import Any
 
-from shell_fakes import gpunode, healthy_status, node_object, policy_object, version
-
 from pitcrew.api.gpunode import Phase
 from pitcrew.controller.store import Store
 from pitcrew.core.convert import gpunode_status, node_view
+from support.shell_fakes import gpunode, healthy_status, node_object, policy_object, version
 
 
 def test_an_event_older_than_the_stored_object_is_ignored() -> None:

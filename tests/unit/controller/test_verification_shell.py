@@ -8,10 +8,10 @@ import copy
 import datetime
 
 from prometheus_client import REGISTRY
-from shell_fakes import HeldPool, Shell, healthy_status, policy_object, version
 
 from gpuhealth.report import CheckResult, CheckStatus
 from pitcrew.api.gpunode import ChecksStatus, GPUNodeStatus
+from support.shell_fakes import HeldPool, Shell, healthy_status, policy_object, version
 
 POLICY = policy_object(
     validation={

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import datetime
 
-from lifecycle_data import T0, report, status
 from prometheus_client import REGISTRY
 
 from gpuhealth.report import FaultClass
 from pitcrew.api.gpunode import DrainStatus, Phase, RemediationStatus, Transition
 from pitcrew.api.policy import RemediationAction
 from pitcrew.controller.metrics import record_decision
+from support.lifecycle_data import T0, report, status
 
 
 def sample(name: str, **labels: str) -> float:

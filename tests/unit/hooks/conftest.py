@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hook_patches import Patches
 
 from pitcrew.api.vocabulary import PROGRESS_ANNOTATION
+from support.hook_patches import Patches
 
 
 @pytest.fixture

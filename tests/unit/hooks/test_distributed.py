@@ -8,9 +8,9 @@ import socket
 from pathlib import Path
 
 import torch.multiprocessing as mp
-from two_ranks import SLOW_SECONDS, STEPS, rank
 
 from pitcrew.client.progress import parse
+from support.two_ranks import SLOW_SECONDS, STEPS, rank
 
 
 def free_port() -> int:

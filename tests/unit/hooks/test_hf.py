@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from hook_patches import Patches
 from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
 
 from pitcrew.client.hf import PitcrewTrainerCallback
+from support.hook_patches import Patches
 
 BATCH, SEQ = 2, 16
 

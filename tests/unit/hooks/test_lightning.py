@@ -10,11 +10,11 @@ from pathlib import Path
 import lightning.pytorch as pl
 import pytest
 import torch
-from hook_patches import Patches
 from lightning.pytorch.callbacks import ModelCheckpoint
 from torch.utils.data import DataLoader, TensorDataset
 
 from pitcrew.client.lightning import PitcrewCallback
+from support.hook_patches import Patches
 
 BATCH, IN, OUT = 4, 32, 16
 

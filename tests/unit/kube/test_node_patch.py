@@ -11,11 +11,11 @@ from typing import Any
 import jsonpatch
 import pytest
 from kubernetes import client
-from shell_fakes import node_object
 
 from pitcrew.api.vocabulary import QUARANTINE_TAINT
 from pitcrew.core import actions as a
 from pitcrew.kube import nodes
+from support.shell_fakes import node_object
 
 
 class Apiserver:
@@ -50,7 +50,9 @@ class Apiserver:
 
 @pytest.fixture
 def cordon() -> a.Cordon:
-    return a.Cordon(taint=QUARANTINE_TAINT, value="xid", reason="Quarantined", message="fatal XID 79")
+    return a.Cordon(
+        taint=QUARANTINE_TAINT, value="xid", reason="Quarantined", message="fatal XID 79"
+    )
 
 
 def serve(monkeypatch: pytest.MonkeyPatch, node: dict[str, Any]) -> Apiserver:

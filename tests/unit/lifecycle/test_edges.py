@@ -5,7 +5,15 @@ from __future__ import annotations
 import datetime
 from dataclasses import replace
 
-from lifecycle_data import (
+from gpuhealth.report import FaultClass
+from pitcrew.api.gpunode import Phase
+from pitcrew.api.vocabulary import CORDONED_BY, SPARE_TAINT, VALIDATING_TAINT
+from pitcrew.core import actions as a
+from pitcrew.core import node_edits
+from pitcrew.core.lifecycle import decide
+from pitcrew.core.names import bounded_name, probe_name, remediation_key
+from pitcrew.core.views import NodeView, Taint
+from support.lifecycle_data import (
     T0,
     finding,
     fleet,
@@ -16,15 +24,6 @@ from lifecycle_data import (
     state,
     status,
 )
-
-from gpuhealth.report import FaultClass
-from pitcrew.api.gpunode import Phase
-from pitcrew.api.vocabulary import CORDONED_BY, SPARE_TAINT, VALIDATING_TAINT
-from pitcrew.core import actions as a
-from pitcrew.core import node_edits
-from pitcrew.core.lifecycle import decide
-from pitcrew.core.names import bounded_name, probe_name, remediation_key
-from pitcrew.core.views import NodeView, Taint
 
 LATER = T0 + datetime.timedelta(minutes=1)
 

@@ -6,7 +6,13 @@ from __future__ import annotations
 import datetime
 from dataclasses import replace
 
-from lifecycle_data import (
+from gpuhealth.report import FaultClass
+from pitcrew.api.gpunode import DrainStatus, GPUNodeStatus, Phase
+from pitcrew.api.vocabulary import QUARANTINE_TAINT
+from pitcrew.core import actions as a
+from pitcrew.core.lifecycle import Decision, decide
+from pitcrew.core.views import FleetView, MaintenanceView, NodeView
+from support.lifecycle_data import (
     T0,
     finding,
     fleet,
@@ -18,13 +24,6 @@ from lifecycle_data import (
     state,
     status,
 )
-
-from gpuhealth.report import FaultClass
-from pitcrew.api.gpunode import DrainStatus, GPUNodeStatus, Phase
-from pitcrew.api.vocabulary import QUARANTINE_TAINT
-from pitcrew.core import actions as a
-from pitcrew.core.lifecycle import Decision, decide
-from pitcrew.core.views import FleetView, MaintenanceView, NodeView
 
 HOUR = datetime.timedelta(hours=1)
 LEAD = {"safety": {"drain": {"checkpointMaxDelay": "30m"}}}

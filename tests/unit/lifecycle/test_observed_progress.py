@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import datetime
 
-from lifecycle_data import T0, finding, fleet, node, pitcrew_cordoned, pod, policy, report, state
-from lifecycle_data import status as node_status
-
 from gpuhealth.report import FaultClass
 from pitcrew.api.gpunode import DrainStatus, Phase, RemediationStatus
 from pitcrew.api.policy import RemediationAction
@@ -14,6 +11,18 @@ from pitcrew.api.vocabulary import QUARANTINE_TAINT
 from pitcrew.core import actions as a
 from pitcrew.core.lifecycle import decide
 from pitcrew.core.views import PodView, Taint
+from support.lifecycle_data import (
+    T0,
+    finding,
+    fleet,
+    node,
+    pitcrew_cordoned,
+    pod,
+    policy,
+    report,
+    state,
+)
+from support.lifecycle_data import status as node_status
 
 LATER = T0 + datetime.timedelta(minutes=1)
 FATAL = FaultClass.FATAL

@@ -17,7 +17,6 @@ import datetime
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from lifecycle_data import T0, finding, node, policy, report, state, status
 
 from gpuhealth.report import FaultClass
 from pitcrew.api.gpunode import Phase
@@ -28,6 +27,7 @@ from pitcrew.core.fleet import after_decision, fleet_of, summarize
 from pitcrew.core.lifecycle import decide
 from pitcrew.core.safety import unhealthy_limit
 from pitcrew.core.views import FleetView, NodeView, PodView
+from support.lifecycle_data import T0, finding, node, policy, report, state, status
 
 CONVERGE_WITHIN = 4
 """Decisions of one instant: cordon, then drain (seen cordoned), then the rung (seen empty)."""

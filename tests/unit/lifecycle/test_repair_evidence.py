@@ -5,8 +5,6 @@ from __future__ import annotations
 import datetime
 from dataclasses import replace
 
-from lifecycle_data import T0, fleet, node, pitcrew_cordoned, policy, report, state, status
-
 from gpuhealth.report import FaultClass
 from pitcrew.api.gpunode import Phase, RemediationStatus
 from pitcrew.api.policy import RemediationAction
@@ -15,6 +13,7 @@ from pitcrew.core import actions as a
 from pitcrew.core.evidence import repair_evidence
 from pitcrew.core.lifecycle import decide
 from pitcrew.core.views import NodeView, PodView
+from support.lifecycle_data import T0, fleet, node, pitcrew_cordoned, policy, report, state, status
 
 LATER = T0 + datetime.timedelta(minutes=2)
 REBOOT = [{"action": "reboot", "timeout": "30m"}]

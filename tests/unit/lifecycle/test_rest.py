@@ -7,13 +7,12 @@ from __future__ import annotations
 import datetime
 from dataclasses import replace
 
-from lifecycle_data import T0, finding, fleet, node, policy, report, state, status
-
 from gpuhealth.report import FaultClass
 from pitcrew.api.gpunode import GPUNodeStatus, Phase, VerificationStatus
 from pitcrew.core.lifecycle import HEARTBEAT_MISSES, Decision, decide
 from pitcrew.core.rest import REST_MAX, fleet_signature, quiet_until
 from pitcrew.core.views import MaintenanceView, NodeState, NodeView, PolicyView
+from support.lifecycle_data import T0, finding, fleet, node, policy, report, state, status
 
 MINUTE = datetime.timedelta(minutes=1)
 

@@ -7,7 +7,14 @@ import datetime
 from typing import TypeVar
 
 import pytest
-from lifecycle_data import (
+
+from gpuhealth.report import FaultClass
+from pitcrew.api.gpunode import GPUNodeStatus, Phase
+from pitcrew.api.vocabulary import QUARANTINE_TAINT, STRAGGLER_REASON
+from pitcrew.core import actions as a
+from pitcrew.core.lifecycle import decide
+from pitcrew.core.views import NodeState, NodeView
+from support.lifecycle_data import (
     T0,
     finding,
     fleet,
@@ -19,13 +26,6 @@ from lifecycle_data import (
     state,
     status,
 )
-
-from gpuhealth.report import FaultClass
-from pitcrew.api.gpunode import GPUNodeStatus, Phase
-from pitcrew.api.vocabulary import QUARANTINE_TAINT, STRAGGLER_REASON
-from pitcrew.core import actions as a
-from pitcrew.core.lifecycle import decide
-from pitcrew.core.views import NodeState, NodeView
 
 K = TypeVar("K")
 

@@ -5,7 +5,13 @@ from __future__ import annotations
 import dataclasses
 import datetime
 
-from lifecycle_data import (
+from gpuhealth.report import CheckResult, CheckStatus, FaultClass
+from pitcrew.api.gpunode import DrainStatus, GPUNodeStatus, Phase, RemediationStatus
+from pitcrew.api.policy import RemediationAction
+from pitcrew.api.vocabulary import QUARANTINE_TAINT, RETIRED_TAINT, SPARE_TAINT, VALIDATING_TAINT
+from pitcrew.core import actions as a
+from pitcrew.core.lifecycle import decide
+from support.lifecycle_data import (
     T0,
     finding,
     fleet,
@@ -17,13 +23,6 @@ from lifecycle_data import (
     state,
     status,
 )
-
-from gpuhealth.report import CheckResult, CheckStatus, FaultClass
-from pitcrew.api.gpunode import DrainStatus, GPUNodeStatus, Phase, RemediationStatus
-from pitcrew.api.policy import RemediationAction
-from pitcrew.api.vocabulary import QUARANTINE_TAINT, RETIRED_TAINT, SPARE_TAINT, VALIDATING_TAINT
-from pitcrew.core import actions as a
-from pitcrew.core.lifecycle import decide
 
 LATER = T0 + datetime.timedelta(minutes=1)
 FATAL, DEGRADED = FaultClass.FATAL, FaultClass.DEGRADED

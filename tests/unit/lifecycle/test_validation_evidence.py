@@ -5,14 +5,23 @@ from __future__ import annotations
 import datetime
 from dataclasses import replace
 
-from lifecycle_data import T0, fleet, node, pitcrew_cordoned, pod, policy, report, state, status
-
 from gpuhealth.report import CheckResult, CheckStatus
 from pitcrew.api.gpunode import ChecksStatus, Phase
 from pitcrew.api.vocabulary import VALIDATING_TAINT
 from pitcrew.core import actions as a
 from pitcrew.core.lifecycle import PROBE_ATTEMPTS, decide
 from pitcrew.core.views import NodeView, PodView
+from support.lifecycle_data import (
+    T0,
+    fleet,
+    node,
+    pitcrew_cordoned,
+    pod,
+    policy,
+    report,
+    state,
+    status,
+)
 
 LATER = T0 + datetime.timedelta(minutes=1)
 JOB = "pitcrew-probe-n-1"

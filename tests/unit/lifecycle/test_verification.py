@@ -8,18 +8,6 @@ import datetime
 from dataclasses import replace
 from typing import Any
 
-from lifecycle_data import (
-    T0,
-    finding,
-    fleet,
-    node,
-    pod,
-    policy,
-    report,
-    state,
-    status,
-)
-
 from gpuhealth.report import CheckResult, CheckStatus, FaultClass
 from pitcrew.api.gpunode import (
     ChecksStatus,
@@ -35,6 +23,17 @@ from pitcrew.core.lifecycle import Decision, decide
 from pitcrew.core.names import verification_name
 from pitcrew.core.verification import POD_GRACE
 from pitcrew.core.views import FleetView, NodeView, PodView, PolicyView, Taint
+from support.lifecycle_data import (
+    T0,
+    finding,
+    fleet,
+    node,
+    pod,
+    policy,
+    report,
+    state,
+    status,
+)
 
 JOB = verification_name("gpu-node-0001", T0)
 INTERVAL = datetime.timedelta(hours=1)

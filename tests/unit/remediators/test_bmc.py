@@ -11,10 +11,10 @@ import json
 from typing import Any
 
 import pytest
-from remediation_requests import reboot_request
 
 from pitcrew.api.policy import GPUHealthPolicySpec
 from pitcrew.remediators import RemediationError, bmc
+from support.remediation_requests import reboot_request
 
 ROGUE = "https://203.0.113.9:8443"
 INVENTORY = {"endpoint": "https://10.20.0.7", "system": "/redfish/v1/Systems/1"}

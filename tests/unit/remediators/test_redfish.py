@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 import sushy
-from remediation_requests import reboot_request
 
 from pitcrew.api.policy import GPUHealthPolicySpec
 from pitcrew.remediators import RemediationError, bmc
 from pitcrew.remediators.redfish import RedfishReboot
+from support.remediation_requests import reboot_request
 
 SPEC = GPUHealthPolicySpec.model_validate(
     {"nodeSelector": {"matchLabels": {"a": "b"}}, "remediation": {"redfish": {}}}

@@ -6,11 +6,11 @@ import datetime
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from lifecycle_data import T0, policy
 
 from pitcrew.api.gpunode import Phase
 from pitcrew.core.breaker import Breaker, Transition, next_breaker
 from pitcrew.core.views import FleetView
+from support.lifecycle_data import T0, policy
 
 SAFETY = policy(safety={"maxUnhealthy": 2, "stormCooldown": "15m"}).spec.safety
 MINUTE = datetime.timedelta(minutes=1)

@@ -7,7 +7,15 @@ import datetime
 from dataclasses import replace
 
 import pytest
-from lifecycle_data import (
+
+from gpuhealth.report import CheckResult, CheckStatus, FaultClass
+from pitcrew.api.gpunode import ChecksStatus, DrainStatus, GPUNodeStatus, Phase
+from pitcrew.api.vocabulary import QUARANTINE_TAINT, VALIDATING_TAINT
+from pitcrew.core import actions as a
+from pitcrew.core.convert import node_view
+from pitcrew.core.lifecycle import Decision, decide
+from pitcrew.core.views import NodeView, SlurmJobView, SlurmNodeView
+from support.lifecycle_data import (
     T0,
     finding,
     fleet,
@@ -18,14 +26,6 @@ from lifecycle_data import (
     state,
     status,
 )
-
-from gpuhealth.report import CheckResult, CheckStatus, FaultClass
-from pitcrew.api.gpunode import ChecksStatus, DrainStatus, GPUNodeStatus, Phase
-from pitcrew.api.vocabulary import QUARANTINE_TAINT, VALIDATING_TAINT
-from pitcrew.core import actions as a
-from pitcrew.core.convert import node_view
-from pitcrew.core.lifecycle import Decision, decide
-from pitcrew.core.views import NodeView, SlurmJobView, SlurmNodeView
 
 LATER = T0 + datetime.timedelta(minutes=1)
 SLURM = policy(slurm={"enabled": True})

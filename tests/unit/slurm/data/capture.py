@@ -1,8 +1,8 @@
 """Regenerate the Slurm output vectors in this folder from real daemons.
 
-    PYTHONPATH=tests/support .venv/bin/python tests/unit/slurm/data/capture.py
+    PYTHONPATH=tests .venv/bin/python tests/unit/slurm/data/capture.py
 
-Starts a :class:`slurmcluster.SlurmCluster` (nodes slurm-node-0 and
+Starts a :class:`support.slurmcluster.SlurmCluster` (nodes slurm-node-0 and
 slurm-node-1), walks slurm-node-0 through idle, allocated, draining, drained,
 down and a drain whose reason has spaces and a colon, and saves what the
 clients print in each state, byte for byte. slurm-node-1 is idle in every
@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from slurmcluster import SlurmCluster
+from support.slurmcluster import SlurmCluster
 
 DATA = Path(__file__).resolve().parent
 NODE = "slurm-node-0"
