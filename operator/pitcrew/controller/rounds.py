@@ -55,10 +55,11 @@ from pitcrew.controller.settings import OperatorSettings
 from pitcrew.controller.slurm import SlurmWatch
 from pitcrew.controller.store import Store
 from pitcrew.core.convert import node_view, object_key
-from pitcrew.core.fleet import Summary, after_decision, fleet_of, summarize
-from pitcrew.core.lifecycle import Decision, decide
+from pitcrew.core.fleet import Summary, fleet_of
+from pitcrew.core.lifecycle import Decision
 from pitcrew.core.maintenance import covering
 from pitcrew.core.rest import fleet_signature, quiet_until
+from pitcrew.core.round import Decided, Due, decide_round, member
 from pitcrew.core.views import FleetView, NodeState, NodeView, PolicyView
 
 logger = logging.getLogger(__name__)
@@ -74,6 +75,9 @@ between rounds (watch events, the Lease's renewal thread get their turn), so the
 first round of a 10,000-node operator, where every node is new, is twenty short
 rounds and not one of many seconds."""
 COALESCE_SECONDS = 0.01
+WAKE_SLACK = 0.05
+"""Seconds past a wake-up at which the node is decided again: most deadlines are
+compared strictly, so a decision exactly at one would decide the same."""
 WATCHED = ("policy", "node", "gpunode", "pod", "run")
 PRIME_BACKOFF = (1.0, 2.0, 5.0, 10.0, 30.0)
 Clock = Callable[[], datetime.datetime]
@@ -87,16 +91,6 @@ class Steppable(Protocol):
     def step(self, now: datetime.datetime) -> None: ...
 
     def run_deleted(self) -> None: ...
-
-
-def counted(fleet: FleetView, *, node: str, before: GPUNodeStatus, decision: Decision) -> FleetView:
-    """The fleet after ``decision``, as the breaker must count it within a round: a node
-    taken out counts at once; a node on its way back keeps its slot, since its write
-    has not landed and may never (a refused write, a lapsed Lease). In later rounds
-    it keeps it until the write lands (:meth:`RoundLoop._members`)."""
-    if before.phase in UNHEALTHY and decision.status.phase not in UNHEALTHY:
-        return fleet
-    return after_decision(fleet, node=node, before=before, decision=decision)
 
 
 class RoundLoop:
@@ -317,8 +311,9 @@ class RoundLoop:
     def plan(
         self, names: Iterable[str], now: datetime.datetime
     ) -> tuple[list[Plan], dict[str, FleetView]]:
-        """Decide each node in turn, the fleet updated after each decision; the plans
-        that do something, and the fleet of every policy the round touched."""
+        """Decide the nodes in one :func:`~pitcrew.core.round.decide_round`, the pool
+        counted after each decision; the plans that do something, and the pool of every
+        policy the round touched."""
         if not self.primed:
             return [], {}  # never decide from a partial picture of the cluster
         if not self.store.policies:
@@ -327,60 +322,66 @@ class RoundLoop:
                 self.warned_no_policy = True
         else:
             self.warned_no_policy = False
+        done = decide_round(
+            names,
+            read=self._due,
+            fleet=self.fleet,
+            now=now,
+            limit=MAX_IN_FLIGHT - len(self.in_flight),
+        )
+        self.dirty.update(done.deferred)  # decided when a plan in flight lands (it wakes the loop)
         plans: list[Plan] = []
-        fleets: dict[str, FleetView] = {}
-        room = MAX_IN_FLIGHT - len(self.in_flight)
-        for name in sorted(names):
-            if len(plans) >= room:
-                self.dirty.add(name)  # decided when a plan in flight lands (it wakes the loop)
-                continue
-            policy = self._decidable(name)
-            if policy is None:
-                continue
-            node = self.store.nodes[name]
-            fleet = fleets.get(policy.name) or self.fleet(policy.name)
-            gpunode = self.store.gpunodes.get(name) or {}
-            status = self.executor.known(name)
-            rung = status.remediation
-            state = NodeState(
-                node=self._node_view(name, node, policy, status),
-                status=status,
-                checks=self.store.published_checks(name),
-                rung_started=rung is None or self.executor.started(name, rung.reference),
-                straggler=self.store.stragglers.get(name, ""),
-            )
-            decision = decide(
-                state=state,
-                policy=policy,
-                fleet=fleet,
-                now=now,
-                generation=int(gpunode.get("metadata", {}).get("generation", 1)),
-            )
-            if (
-                not decision.actions
-                and decision.status == state.status
-                and not self.executor.owes_progress(name, now)
-            ):
-                fleets[policy.name] = fleet
-                self._unchanged(state, decision, policy, fleet, now)
+        for decided in done.decided:
+            name, policy, decision = decided.node, decided.policy, decided.decision
+            self._wake(name, decision, now)
+            if not decided.changes and not self.executor.owes_progress(name, now):
+                self._unchanged(decided, done.fleets[policy.name], now)
                 continue
             metrics.DECISIONS.labels("acted").inc()
             self.intended[name] = decision.status
             self._intended_revision += 1
-            fleets[policy.name] = counted(fleet, node=name, before=state.status, decision=decision)
-            if decision.status.phase in UNHEALTHY and state.status.phase not in UNHEALTHY:
+            if decision.status.phase in UNHEALTHY and decided.before.phase not in UNHEALTHY:
                 logger.info(
-                    "%s: %s -> %s with %d of %d nodes of %s out before it",
+                    "%s: %s -> %s (%s)",
                     name,
-                    state.status.phase,
+                    decided.before.phase,
                     decision.status.phase,
-                    fleet.count(*UNHEALTHY),
-                    fleet.total,
                     policy.name,
                 )
             dry_run = self.settings.dry_run or policy.spec.safety.dry_run
-            plans.append(Plan(name, policy, decision, dry_run, state.status))
-        return plans, fleets
+            plans.append(Plan(name, policy, decision, dry_run, decided.before))
+        return plans, done.fleets
+
+    def _due(self, name: str) -> Due | None:
+        """How ``name`` is decided now, or None when it is not (see :meth:`_decidable`)."""
+        policy = self._decidable(name)
+        if policy is None:
+            return None
+        gpunode = self.store.gpunodes.get(name) or {}
+        status = self.executor.known(name)
+        rung = status.remediation
+        state = NodeState(
+            node=self._node_view(name, self.store.nodes[name], policy, status),
+            status=status,
+            checks=self.store.published_checks(name),
+            rung_started=rung is None or self.executor.started(name, rung.reference),
+            straggler=self.store.stragglers.get(name, ""),
+        )
+        return Due(
+            state=state,
+            policy=policy,
+            generation=int(gpunode.get("metadata", {}).get("generation", 1)),
+            dry_run=self.settings.dry_run or policy.spec.safety.dry_run,
+        )
+
+    def _wake(self, name: str, decision: Decision, now: datetime.datetime) -> None:
+        """A deadline before the next resync is kept to the second: the node is decided
+        again when it passes (a drain or a rung timing out is not up to a resync late)."""
+        if decision.wake_at is None:
+            return
+        seconds = (decision.wake_at - now).total_seconds()
+        if seconds < self.settings.rounds.resync.total_seconds():
+            self.requeue(name, seconds + WAKE_SLACK)
 
     def _decidable(self, name: str) -> PolicyView | None:
         """The policy ``name`` is decided under, or None when it is not decided now
@@ -408,19 +409,16 @@ class RoundLoop:
             return None
         return policy
 
-    def _unchanged(
-        self,
-        state: NodeState,
-        decision: Decision,
-        policy: PolicyView,
-        fleet: FleetView,
-        now: datetime.datetime,
-    ) -> None:
+    def _unchanged(self, decided: Decided, fleet: FleetView, now: datetime.datetime) -> None:
         """A decision that changes nothing: the node rests until time may change it."""
         metrics.DECISIONS.labels("unchanged").inc()
-        until = quiet_until(state, decision, policy, now)
+        until = quiet_until(decided.before, decided.decision, now)
         if until is not None:
-            self.resting[state.node.name] = (until, policy.name, fleet_signature(fleet, policy))
+            self.resting[decided.node] = (
+                until,
+                decided.policy.name,
+                fleet_signature(fleet, decided.policy),
+            )
 
     def launch(self, plan: Plan) -> None:
         """Execute ``plan`` without holding up the next round; until it is done the
@@ -497,21 +495,10 @@ class RoundLoop:
         return cached[1]
 
     def _members(self, policy: str) -> Iterator[tuple[str, Summary]]:
-        member = (policy,)
+        member_of = (policy,)
         for name in self.store.nodes:
-            if self.store.policies_of(name) != member:
-                continue
-            stored = self.store.summary(name)
-            intended = self.intended.get(name)
-            if intended is None:
-                yield name, stored
-                continue
-            planned = summarize(intended)
-            # A plan that brings a node back (Remediating to Validating, say) has not
-            # landed yet and may never land (a refused write, a lapsed Lease): until
-            # it does, the node counts as out. Taking a node out counts at once.
-            out = stored.phase in UNHEALTHY and planned.phase not in UNHEALTHY
-            yield name, stored if out else planned
+            if self.store.policies_of(name) == member_of:
+                yield name, member(self.store.summary(name), self.intended.get(name))
 
     async def _in_thread(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         loop = asyncio.get_running_loop()

@@ -94,9 +94,11 @@ def after_decision(
     phases[before.phase] = phases.get(before.phase, 1) - 1
     phases[decision.phase] = phases.get(decision.phase, 0) + 1
     released = {x.node for x in decision.actions if isinstance(x, a.ReleaseSpare)}
-    spares = [s for s in fleet.spares if s != node and s not in released]
-    if decision.phase is Phase.SPARE:
-        spares.append(node)
+    spares = [s for s in fleet.spares if s not in released]
+    if decision.phase is not Phase.SPARE:
+        spares = [s for s in spares if s != node]
+    elif node not in spares:
+        spares.append(node)  # the newest spare: released last, as fleet_of orders them
     return FleetView(
         total=fleet.total,
         phases=phases,

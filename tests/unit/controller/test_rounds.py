@@ -12,9 +12,9 @@ import pytest
 from pitcrew.api.gpunode import Phase
 from pitcrew.api.vocabulary import UNHEALTHY
 from pitcrew.controller import rounds
-from pitcrew.controller.rounds import counted
 from pitcrew.core.lifecycle import Decision
 from pitcrew.core.rest import REST_MAX
+from pitcrew.core.round import counted
 from pitcrew.core.views import FleetView
 from support.shell_fakes import (
     HeldPool,
