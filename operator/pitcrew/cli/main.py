@@ -240,8 +240,13 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _simulate(args: argparse.Namespace) -> int:
     from pitcrew.simulate import command  # noqa: PLC0415
+    from pitcrew.simulate.errors import SimulationError, SimulationInputError  # noqa: PLC0415
 
-    return command.main(args.argv)
+    try:
+        return command.main(args.argv)
+    except SimulationError as error:
+        print(f"pitcrew simulate: {error}", file=sys.stderr)
+        return 2 if isinstance(error, SimulationInputError) else 1
 
 
 def _status(args: argparse.Namespace) -> int:

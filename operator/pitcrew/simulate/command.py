@@ -19,9 +19,9 @@ from rich.table import Table
 
 from pitcrew.api.meta import Duration
 from pitcrew.api.policy import GPUHealthPolicy, GPUHealthPolicySpec
-from pitcrew.simulate.compare import Comparison, compare, gap
+from pitcrew.simulate.compare import Comparison, compare
+from pitcrew.simulate.errors import SimulationInputError
 from pitcrew.simulate.mix import MIXES
-from pitcrew.simulate.run import Outcome
 from pitcrew.simulate.settings import (
     BASELINE,
     DEFAULTS,
@@ -30,6 +30,7 @@ from pitcrew.simulate.settings import (
     default_spec,
     with_spares,
 )
+from pitcrew.simulate.tables import STRAGGLER_LABELS, gap_lines, percent, straggler_cells
 
 WARNING_SWEEP = (0.0, 0.1, 0.3, 0.5)
 """Precursor shares the report's sensitivity sweep runs (the default is 0.1)."""
@@ -173,7 +174,7 @@ def contenders_from(args: argparse.Namespace, settings: Settings) -> list[Conten
         found.append(Contender(name, spec if spares is None else with_spares(spec, spares)))
     names = [c.name for c in found]
     if len(set(names)) != len(names):
-        raise SystemExit(f"pitcrew simulate: two policies share a name: {names}")
+        raise SimulationInputError(f"two policies share a name: {names}")
     return found
 
 
@@ -181,15 +182,13 @@ def _policy(path: Path) -> tuple[str, GPUHealthPolicySpec]:
     try:
         body = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as error:
-        raise SystemExit(f"pitcrew simulate: cannot read {path}: {error}") from None
+        raise SimulationInputError(f"cannot read {path}: {error}") from None
     if not isinstance(body, dict) or body.get("kind") != GPUHealthPolicy.KIND:
-        raise SystemExit(f"pitcrew simulate: {path} is not a GPUHealthPolicy (kind)")
+        raise SimulationInputError(f"{path} is not a GPUHealthPolicy (kind)")
     try:
         spec = GPUHealthPolicySpec.model_validate(body.get("spec"))
     except ValueError as error:
-        raise SystemExit(
-            f"pitcrew simulate: {path} is not a valid GPUHealthPolicy:\n{error}"
-        ) from None
+        raise SimulationInputError(f"{path} is not a valid GPUHealthPolicy:\n{error}") from None
     name = (body.get("metadata") or {}).get("name") or path.stem
     return str(name), spec
 
@@ -221,7 +220,7 @@ def main(argv: list[str]) -> int:
             progress=lambda name: err.print(f"simulating {name} ...", highlight=False),
         )
     except ValueError as error:
-        raise SystemExit(f"pitcrew simulate: {error}") from None
+        raise SimulationInputError(str(error)) from None
     if args.report is not None:
         from pitcrew.simulate.report import write  # noqa: PLC0415 - matplotlib is optional
 
@@ -249,9 +248,9 @@ def render(comparison: Comparison, console: Console) -> None:
     for name, o in comparison.outcomes.items():
         table.add_row(
             name,
-            _pct(o.job_goodput),
-            _pct(o.fleet_goodput),
-            *(_pct(o.badput[k]) for k in _BADPUT_LABELS.values()),
+            percent(o.job_goodput),
+            percent(o.fleet_goodput),
+            *(percent(o.badput[k]) for k in _BADPUT_LABELS.values()),
             str(o.interruptions),
             str(o.spares),
         )
@@ -262,10 +261,12 @@ def render(comparison: Comparison, console: Console) -> None:
         parts = ", ".join(f"{lever} {value * 100:+.2f} pts" for lever, value in levers.items())
         console.print(f"what each lever adds to {name}: {parts}")
     if comparison.spares_curve:
-        curve = ", ".join(f"{n}: {_pct(g)}" for n, g in comparison.spares_curve)
+        curve = ", ".join(f"{n}: {percent(g)}" for n, g in comparison.spares_curve)
         console.print(f"job goodput by spares: {curve}")
     if comparison.warning_curve:
-        sweep = ", ".join(f"{w:g}: {_pct(b)} / {_pct(p)}" for w, b, p in comparison.warning_curve)
+        sweep = ", ".join(
+            f"{w:g}: {percent(b)} / {percent(p)}" for w, b, p in comparison.warning_curve
+        )
         console.print(f"job goodput by warning share (baseline / {reference.name}): {sweep}")
     for line in gap_lines(comparison):
         console.print(line, highlight=False)
@@ -274,30 +275,6 @@ def render(comparison: Comparison, console: Console) -> None:
     console.print(
         f"job MTBF {comparison.mtbf_hours:.2f} h; Young/Daly checkpoint interval {advice} "
         f"(set: {settings.checkpoint_interval / 60:.1f} min, cost {settings.checkpoint_cost:g} s)"
-    )
-
-
-STRAGGLER_LABELS = (
-    "stragglers",
-    "hours at a straggler's pace",
-    "goodput lost to the pace",
-    "MFU lost",
-    "effective goodput",
-)
-"""The stragglers' table: straggler faults that struck, the hours the job trained at a
-straggler's pace, the points of goodput that pace cost, the share of the job's healthy
-MFU it cost, and job goodput less those points. The badput counts time, and a slow
-job's time is as busy as a healthy one's: the pace's cost is here."""
-
-
-def straggler_cells(outcome: Outcome) -> tuple[str, ...]:
-    slow = outcome.stragglers
-    return (
-        str(slow.faults),
-        f"{slow.hours:.1f}",
-        _pct(slow.throughput_lost),
-        _pct(slow.mfu_lost),
-        _pct(outcome.effective_goodput),
     )
 
 
@@ -315,28 +292,9 @@ def straggler_table(comparison: Comparison) -> Table:
     return table
 
 
-def gap_lines(comparison: Comparison) -> list[str]:
-    """What closes the gap to the target, for the table and the report."""
-    reference = comparison.reference
-    found = gap(reference, comparison.target)
-    if not found:
-        return []
-    short = (comparison.target - reference.job_goodput) * 100
-    lines = [
-        f"{reference.name} is {short:.2f} points under the {comparison.target * 100:g} % "
-        "target; its badput, largest first:"
-    ]
-    lines += [f"- {category} {share * 100:.2f} %: {remedy}" for category, share, remedy in found]
-    return lines
-
-
 _BADPUT_LABELS = {
     "wasted": "wastedProgress",
     "recovery": "recovery",
     "waiting": "waitingForCapacity",
     "checkpointing": "checkpointing",
 }
-
-
-def _pct(value: float) -> str:
-    return f"{value * 100:.2f} %"

@@ -32,7 +32,6 @@ import datetime
 import time
 from collections import Counter
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from gpuhealth.report import CheckResult, CheckStatus, FaultClass
 from pitcrew.api.gpunode import ChecksStatus, GPUNodeStatus, Phase, Transition
@@ -51,11 +50,9 @@ from pitcrew.core.views import FleetView, NodeState, PolicyView
 from pitcrew.simulate import timing
 from pitcrew.simulate.clock import seconds
 from pitcrew.simulate.mix import Depth, Fault, Shows, Symptom
-from pitcrew.simulate.world import JOB_NAME, Node, Stage
-
-if TYPE_CHECKING:
-    from pitcrew.simulate.settings import Assumptions, Contender
-    from pitcrew.simulate.world import World
+from pitcrew.simulate.node import Node, Stage
+from pitcrew.simulate.settings import Assumptions, Contender
+from pitcrew.simulate.world import JOB_NAME, World
 
 EPSILON = 0.001
 """Timers fire just past a deadline: the lifecycle compares most of them strictly."""

@@ -32,14 +32,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from pitcrew.core.job_ledger import Cause, JobLedger, JobObservation, JobPod, Progress
 from pitcrew.simulate.clock import START, Clock, at
-
-if TYPE_CHECKING:
-    from pitcrew.simulate.settings import Assumptions, Settings
-    from pitcrew.simulate.world import Node
+from pitcrew.simulate.node import Node
+from pitcrew.simulate.settings import Assumptions, Settings
 
 
 class State(StrEnum):

@@ -19,18 +19,16 @@ which a node rejoins as a new one (Pitcrew burns it in).
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from pitcrew.api.gpunode import HISTORY_LIMIT, Phase, Transition
 from pitcrew.core.views import NodeView
 from pitcrew.simulate import timing
 from pitcrew.simulate.clock import at
 from pitcrew.simulate.mix import Depth, Fault, Shows
+from pitcrew.simulate.node import Node
+from pitcrew.simulate.settings import Settings
 from pitcrew.simulate.timing import LogNormal, spread
-
-if TYPE_CHECKING:
-    from pitcrew.simulate.settings import Settings
-    from pitcrew.simulate.world import Node, World
+from pitcrew.simulate.world import World
 
 DETECTION_SPREAD = 4.0
 """A person's 90th percentile to notice a crash is four times the median (nights)."""

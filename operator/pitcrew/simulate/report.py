@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pitcrew.simulate.command import STRAGGLER_LABELS, gap_lines, straggler_cells
 from pitcrew.simulate.compare import Comparison
+from pitcrew.simulate.errors import ReportUnavailableError
 from pitcrew.simulate.run import BADPUT
+from pitcrew.simulate.tables import STRAGGLER_LABELS, gap_lines, straggler_cells
 
 Series = list[tuple[str, list[float], list[float]]]
 """Named lines of a plot: (label, x values, y values)."""
@@ -27,8 +28,8 @@ def write(comparison: Comparison, directory: Path) -> Path:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt  # noqa: PLC0415
     except ImportError:
-        raise SystemExit(
-            "pitcrew simulate --report needs matplotlib: pip install 'pitcrew[report]'"
+        raise ReportUnavailableError(
+            "--report needs matplotlib: pip install 'pitcrew[report]'"
         ) from None
     directory.mkdir(parents=True, exist_ok=True)
     outcomes = comparison.outcomes

@@ -25,22 +25,19 @@ from __future__ import annotations
 
 import datetime
 import random
-from dataclasses import dataclass, field, replace
-from enum import StrEnum
-from typing import TYPE_CHECKING
+from collections.abc import Set
+from dataclasses import replace
+from typing import Protocol
 
-from pitcrew.api.gpunode import AgentChecks, GPUNodeStatus, Phase, Transition
+from pitcrew.api.gpunode import Phase
 from pitcrew.api.vocabulary import DEFAULT_NAMESPACE, OUT_OF_SERVICE
 from pitcrew.core.views import NodeView, PodView
 from pitcrew.simulate.clock import Clock, at
 from pitcrew.simulate.job import Job
 from pitcrew.simulate.mix import Fault, Shows
+from pitcrew.simulate.node import Node, Stage
+from pitcrew.simulate.settings import Assumptions, Settings
 from pitcrew.simulate.timing import MAINTENANCE
-
-if TYPE_CHECKING:
-    from pitcrew.simulate.control import Operator
-    from pitcrew.simulate.people import People
-    from pitcrew.simulate.settings import Assumptions, Settings
 
 JOB_NAME = "llm"
 TRAINING_NAMESPACE = "train"
@@ -49,69 +46,52 @@ OTHER_POD = PodView(namespace="batch", name="other-work", owner_kind="Job")
 SYSTEM_NAMESPACE = DEFAULT_NAMESPACE
 
 
-class Stage(StrEnum):
-    NONE = "none"
-    WARNING = "warning"
-    """A degraded precursor shows; the job still runs."""
-    ACTIVE = "active"
-    """Crashed: the job cannot run on the node (a straggler: it runs, slowly)."""
-    HIDDEN = "hidden"
-    """A repair did not clear it, and passive checks do not see it until it shows again."""
-
-
-@dataclass(eq=False)
-class Node:
-    index: int
-    name: str
-    gpus: int
-    view: NodeView
-    rng: random.Random = field(repr=False)
-    fault: Fault | None = None
-    stage: Stage = Stage.NONE
-    job: bool = False
-    job_leaving: bool = False
-    """The job's pod was evicted: terminating until the launcher recreates it elsewhere."""
-    other: bool = False
-    """Other work runs on it."""
-    leaving: int = 0
-    """Other pods terminating (evicted, or preempted for the job)."""
-    reclaimed_for: int | None = None
-    """The job's rank this node is being taken back for."""
-    probe: str = ""
-    probe_suite: str = ""
-    reset_job: str = ""
-    """The reset Job whose pod last succeeded here (the evidence of a reset)."""
-    boots: int = 0
-    down_since: float | None = None
-    held: bool = False
-    """A person cordoned it and holds it for repair."""
-    away: bool = False
-    """Taken out of the cluster for a repair (RMA)."""
-    thinning: float = 1.0
-    """Share of its scheduled faults that still happen (a lemon after new parts)."""
-    lemon: bool = False
-    # Pitcrew's side
-    status: GPUNodeStatus = field(default_factory=GPUNodeStatus, repr=False)
-    checks: AgentChecks | None = None
-    repair_key: str = ""
-    timer: int = 0
-    repair: int = 0
-    in_flight: bool = False
-    straggler: str = ""
-    """The job's verdict that this node is its straggler (``NodeState.straggler``),
-    while its rank runs here."""
-    exposure: int = 0
-    """Generation of the job's stretches on this slow node: a verdict counts the reports
-    of one stretch."""
-    # accounting
-    phase: Phase = Phase.HEALTHY
-    history: list[Transition] = field(default_factory=list, repr=False)
-    """Phase transitions of the baseline (a person's cordon and repair) and of a
-    rejoin after RMA; Pitcrew's own are its GPUNode status history."""
+class OperatorPort(Protocol):
+    """Pitcrew's operator (:class:`pitcrew.simulate.control.Operator`) as the world and
+    the people reach it through :attr:`World.operator`: declared here, so that the world
+    does not import the operator that imports it."""
 
     @property
-    def boot_id(self) -> str:
-        return f"{self.name}-boot-{self.boots}"
+    def out(self) -> Set[str]:
+        """Nodes Pitcrew has taken out of service."""
+
+    def checkpointed(self) -> None:
+        """The job's pods carry a new checkpoint time."""
+
+    def mark(self, node: Node) -> None:
+        """Something about the node changed: decide it again."""
+
+    def agent_sees(self, node: Node, fault: Fault | None) -> None:
+        """Something the node agent would report changed."""
+
+    def straggling(self, node: Node, fault: Fault) -> None:
+        """A rank of the job runs on a slow node."""
+
+    def judges(self, fault: Fault) -> bool:
+        """Whether the job's reports name this straggler."""
+
+    def remove(self, node: Node) -> None:
+        """A person deleted the node (taken for repair)."""
+
+    def rejoin(self, node: Node) -> None:
+        """The node comes back as a new Node."""
+
+
+class PeoplePort(Protocol):
+    """The people (:class:`pitcrew.simulate.people.People`) as the world and Pitcrew's
+    operator reach them through :attr:`World.people`."""
+
+    def struck(self, node: Node, fault: Fault) -> None:
+        """A fault crashed what ran on the node, or the job began to run on a slow one."""
+
+    def notice_delay(self, fault: Fault) -> float:
+        """How long until someone notices the fault's effect on the job."""
+
+    def by_hand(self, fault: Fault | None) -> float:
+        """A ticket, then the repair that fixes the fault."""
+
+    def retired(self, node: Node) -> None:
+        """Pitcrew retired the node: someone takes it for repair."""
 
 
 class World:
@@ -144,8 +124,8 @@ class World:
             gpus=gpus,
             hosts=self,
         )
-        self.operator: Operator | None = None
-        self.people: People | None = None
+        self.operator: OperatorPort | None = None
+        self.people: PeoplePort | None = None
         self.free: set[int] = set()
         self.taken: set[int] = set()
         """Usable nodes running other work."""
