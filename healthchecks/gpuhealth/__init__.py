@@ -7,8 +7,7 @@ Everything else is reached through its module. Importing ``gpuhealth`` loads
 neither NVML nor PyTorch: each is imported when a check first needs it.
 """
 
-from importlib.metadata import PackageNotFoundError, version
-
+from gpuhealth import distribution
 from gpuhealth.checks import Expectations
 from gpuhealth.errors import GpuhealthError
 from gpuhealth.parsers import ParseError, dcgm_diag, kmsg, nccl_tests
@@ -16,10 +15,7 @@ from gpuhealth.report import CheckResult, CheckStatus, FaultClass, RecommendedAc
 from gpuhealth.runner import Checker
 from gpuhealth.sweep import check
 
-try:
-    __version__ = version("pitcrew")  # gpuhealth ships in the pitcrew distribution
-except PackageNotFoundError:  # a source tree that was never installed
-    __version__ = "0.0.0+unknown"
+__version__ = distribution.version()  # of the distribution that ships it
 
 __all__ = [
     "CheckResult",

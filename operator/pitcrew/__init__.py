@@ -6,13 +6,9 @@ The package is in layers, one folder each (``docs/architecture.md``):
 models (for the error root), nothing of the operator's shell or the simulation.
 """
 
-from importlib.metadata import PackageNotFoundError, version
-
+from gpuhealth import distribution
 from pitcrew.api.errors import PitcrewError
 
-try:
-    __version__ = version("pitcrew")
-except PackageNotFoundError:  # a source tree that was never installed
-    __version__ = "0.0.0+unknown"
+__version__ = distribution.version()  # of the distribution that ships it
 
 __all__ = ["PitcrewError", "__version__"]

@@ -3,7 +3,7 @@
 They run in a probe Job (or a burn-in bench), never beside a training job.
 Implementations: :mod:`~gpuhealth.active.sim` for simulated nodes,
 :mod:`~gpuhealth.active.torch_probes` (PyTorch, optional extra
-``pitcrew[active]``: one distribution holds both packages) and
+``pitcrew-operator[active]``: one distribution holds both packages) and
 :mod:`~gpuhealth.active.nccl_tests` (NVIDIA's ``all_reduce_perf``,
 preferred for all-reduce when it is on PATH).
 """

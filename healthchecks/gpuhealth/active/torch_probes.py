@@ -1,6 +1,6 @@
 """Active probes on PyTorch: bf16 GEMM, HBM copy, host-to-device copy, all-reduce.
 
-PyTorch is optional (``pip install 'pitcrew[active]'``) and imported only when
+PyTorch is optional (``pip install 'pitcrew-operator[active]'``) and imported only when
 a probe runs, so gpuhealth works on nodes and laptops without it. Timing uses
 CUDA events around a warmed-up loop. The single-node all-reduce uses
 nccl-tests when present (see :mod:`gpuhealth.active.nccl_tests`), else one
@@ -17,6 +17,7 @@ from typing import Any
 from gpuhealth.active import nccl_tests
 from gpuhealth.active.probes import ProbeUnavailableError
 from gpuhealth.bandwidth import algorithm_bandwidth, allreduce_bus_bandwidth
+from gpuhealth.distribution import install_hint
 
 GEMM_N = 8192
 HBM_BYTES = 4 << 30
@@ -30,7 +31,7 @@ def _torch() -> Any:
         import torch  # noqa: PLC0415 - optional dependency, imported on use
     except ImportError:
         raise ProbeUnavailableError(
-            "PyTorch is not installed; install the active extra: pip install 'pitcrew[active]'"
+            f"PyTorch is not installed; install the active extra: {install_hint('active')}"
         ) from None
     if not torch.cuda.is_available():
         raise ProbeUnavailableError("PyTorch sees no CUDA device")

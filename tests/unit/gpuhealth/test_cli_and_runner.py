@@ -194,7 +194,7 @@ def test_nccl_tests_probe_fails_on_wrong_data(
 
 def test_torch_probes_without_torch_say_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "torch", None)
-    with pytest.raises(ProbeUnavailableError, match=r"pip install 'pitcrew\[active\]'"):
+    with pytest.raises(ProbeUnavailableError, match=r"pip install 'pitcrew-operator\[active\]'"):
         TorchProbes()
 
 
