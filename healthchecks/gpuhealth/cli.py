@@ -41,10 +41,12 @@ from pydantic.alias_generators import to_camel
 
 from gpuhealth import slurm, sweep, sxid, xid
 from gpuhealth.active.probes import SUITES, run_measurement
+from gpuhealth.arguments import Parser
 from gpuhealth.backends.base import Backend
 from gpuhealth.backends.nvml import NvmlBackend, nvml_device_name
 from gpuhealth.backends.sim import SimBackend
 from gpuhealth.checks import Expectations
+from gpuhealth.distribution import version
 from gpuhealth.errors import GpuhealthError
 from gpuhealth.faults import parse_faults
 from gpuhealth.models import (
@@ -375,7 +377,8 @@ def _check_arguments(check: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gpuhealth", description="Node-local GPU health checks.")
+    parser = Parser(prog="gpuhealth", description="Node-local GPU health checks.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     check = commands.add_parser("check", help="run a suite of checks on this node")
     _check_arguments(check)

@@ -3,7 +3,11 @@
 Each subcommand is a thin shell over a module that does the work; the CLI only
 parses arguments, prints, and maps known errors to exit codes (0 ok, 1 failed,
 2 bad usage), so that scripts can rely on them and no traceback reaches a user
-for an error we understand.
+for an error we understand: one line, ``pitcrew COMMAND: what went wrong``. A
+command that talks to a cluster (``status``, ``install``, ``operator``) asks it
+its version first, so a kubeconfig it cannot use (exit 2) or an apiserver that
+does not answer (exit 1) is such a line too, as is an error the apiserver
+answers (403 from RBAC, 404 without the CRDs: exit 1).
 """
 
 from __future__ import annotations
@@ -18,10 +22,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
+import yaml
 from kubernetes import client
 from rich.console import Console
 
 from gpuhealth import GpuhealthError
+from gpuhealth.arguments import Parser
+from gpuhealth.distribution import version
 from gpuhealth.models import get_model
 from pitcrew.api import crdgen, docgen
 from pitcrew.api.errors import PitcrewError
@@ -30,10 +37,18 @@ from pitcrew.api.vocabulary import DEFAULT_NAMESPACE
 from pitcrew.cli import flags
 from pitcrew.cli import status as fleet_status
 from pitcrew.deploy import chart as chartgen
-from pitcrew.kube.client import api_client
+from pitcrew.kube.client import ClusterConfigError, answer_text, api_client, reach
 
 DEFAULT_DIR = Path(".devcluster")
+KUBECONFIG_HELP = "default: $KUBECONFIG; in a pod, its service account; else ~/.kube/config"
 CRD_FOLDERS = [Path("crds"), Path("charts/pitcrew/crds")]
+
+
+def _cluster(kubeconfig: str | None) -> client.ApiClient:
+    """A client for a command that talks to the cluster, which has answered once."""
+    api = api_client(kubeconfig)
+    reach(api)
+    return api
 
 
 def _devcluster_up(args: argparse.Namespace) -> int:
@@ -80,7 +95,7 @@ def _install(args: argparse.Namespace) -> int:
         sys.stdout.write(install.render(args.namespace, policy=not args.no_policy))
         return 0
     applied = install.install(
-        api_client(args.kubeconfig), args.namespace, policy=not args.no_policy, log=print
+        _cluster(args.kubeconfig), args.namespace, policy=not args.no_policy, log=print
     )
     print(
         f"{applied} objects applied. Run the operator (`pitcrew operator --namespace "
@@ -175,6 +190,7 @@ def _operator(args: argparse.Namespace) -> int:
     except flags.FlagError as error:
         print(f"pitcrew operator: {error}", file=sys.stderr)
         return 2
+    _cluster(settings.kubeconfig)
     operator.run(settings)
     return 0
 
@@ -250,7 +266,7 @@ def _simulate(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    custom = client.CustomObjectsApi(api_client(args.kubeconfig))
+    custom = client.CustomObjectsApi(_cluster(args.kubeconfig))
 
     def items(plural: str) -> list[dict[str, Any]]:
         found = cast(dict[str, Any], custom.list_cluster_custom_object(GROUP, VERSION, plural))
@@ -263,6 +279,9 @@ def _status(args: argparse.Namespace) -> int:
     )
     if args.output == "json":
         print(json.dumps(report, indent=2))
+    elif args.output == "yaml":
+        # The JSON document as YAML: the same values, whatever types built the report.
+        sys.stdout.write(yaml.safe_dump(json.loads(json.dumps(report)), sort_keys=False))
     else:
         fleet_status.render(report, Console())
     return 0
@@ -331,7 +350,7 @@ def _add_runtime(commands: Commands) -> None:
     _add_operator(commands)
     agent_cmd = commands.add_parser("agent", help="the node agent (one per GPU node)")
     agent_cmd.add_argument("--node", required=True, help="this node's name (downward API)")
-    agent_cmd.add_argument("--kubeconfig", default=None)
+    agent_cmd.add_argument("--kubeconfig", default=None, help=KUBECONFIG_HELP)
     until = "until the operator publishes the checks of the node's policy (spec.checks)"
     agent_cmd.add_argument(
         "--interval", type=Duration, default=Duration("30s"), help=f"sweep interval {until}"
@@ -348,7 +367,7 @@ def _add_runtime(commands: Commands) -> None:
     agent_cmd.set_defaults(handler=_agent)
 
     sim = commands.add_parser("sim-agents", help="simulated agents for every simulated node")
-    sim.add_argument("--kubeconfig", default=None)
+    sim.add_argument("--kubeconfig", default=None, help=KUBECONFIG_HELP)
     sim.add_argument("--interval", type=Duration, default=Duration("30s"))
     sim.add_argument("--heartbeat", type=Duration, default=Duration("5m"))
     sim.add_argument("--metrics-port", type=int, default=0)
@@ -385,7 +404,7 @@ def _add_runtime(commands: Commands) -> None:
     probe_cmd.add_argument("--node", required=True)
     probe_cmd.add_argument("--suite", default="standard")
     probe_cmd.add_argument("--job", default="", help="this probe's Job name (set by the operator)")
-    probe_cmd.add_argument("--kubeconfig", default=None)
+    probe_cmd.add_argument("--kubeconfig", default=None, help=KUBECONFIG_HELP)
     probe_cmd.set_defaults(handler=_probe)
 
     pair_cmd = commands.add_parser("probe-pair", help="one node's side of a pair all-reduce")
@@ -396,7 +415,8 @@ def _add_runtime(commands: Commands) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="pitcrew", description=__doc__.splitlines()[0])
+    parser = Parser(prog="pitcrew", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     _add_devcluster(commands)
     _add_runtime(commands)
@@ -405,7 +425,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="CRDs, namespace, RBAC, admission policies and a default policy into a cluster "
         "(what the chart installs but the workloads; idempotent)",
     )
-    install_cmd.add_argument("--kubeconfig", default=None)
+    install_cmd.add_argument("--kubeconfig", default=None, help=KUBECONFIG_HELP)
     install_cmd.add_argument("--namespace", default=DEFAULT_NAMESPACE)
     install_cmd.add_argument("--dry-run", action="store_true", help="print the objects, apply none")
     install_cmd.add_argument(
@@ -460,8 +480,8 @@ def build_parser() -> argparse.ArgumentParser:
     status = commands.add_parser(
         "status", help="fleet summary: pools, nodes out of service, remediations, goodput"
     )
-    status.add_argument("--kubeconfig", help="default: $KUBECONFIG or ~/.kube/config")
-    status.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    status.add_argument("--kubeconfig", help=KUBECONFIG_HELP)
+    status.add_argument("-o", "--output", choices=["table", "json", "yaml"], default="table")
     status.set_defaults(handler=_status)
     chart = commands.add_parser(
         "chart", help="generate the chart's RBAC, admission policy and dashboards from code"
@@ -488,10 +508,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.getLogger("pitcrew").setLevel(logging.DEBUG)
     for noisy in ("kopf.objects", "kubernetes.leaderelection", "leaderelection", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    command = " ".join(["pitcrew", args.command, *([args.action] if "action" in args else [])])
     try:
         return int(args.handler(args))
     except (PitcrewError, GpuhealthError) as error:
-        print(f"pitcrew: {error}", file=sys.stderr)
+        print(f"{command}: {error}", file=sys.stderr)
+        return 2 if isinstance(error, ClusterConfigError) else 1
+    except client.ApiException as error:
+        logging.getLogger("pitcrew").debug("%s failed", command, exc_info=True)
+        print(f"{command}: the apiserver answered {answer_text(error)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

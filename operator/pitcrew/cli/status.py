@@ -3,7 +3,7 @@
 Everything comes from GPUHealthPolicy and GPUNode status (the operator keeps
 the goodput of each of the policy's windows in its status), so it works on any
 cluster Pitcrew runs in, with or without Prometheus. :func:`build` is pure;
-the CLI lists the objects and prints the table or JSON.
+the CLI lists the objects and prints the table, JSON or YAML.
 """
 
 from __future__ import annotations

@@ -12,15 +12,22 @@ level-triggered code does not need heroic retries, only no crash loops.
 The exception is a write that nothing will redo: a probe pod's report is minutes
 of burn-in that no round recomputes, so it is retried (``patient``) for as long
 as its Job may run, not for a few seconds.
+
+A command that starts against a cluster checks it first (:func:`reach`): a
+kubeconfig that cannot be read (:class:`ClusterConfigError`) or a server that does
+not answer (:class:`ClusterUnreachableError`) is one line naming the file or the
+server and the reason, not a traceback from deep in the first call.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 import urllib3
+import yaml
 from kubernetes import client, config
 from tenacity import (
     retry,
@@ -29,6 +36,8 @@ from tenacity import (
     stop_after_delay,
     wait_exponential_jitter,
 )
+
+from pitcrew.api.errors import PitcrewError
 
 TRANSIENT_STATUS = {429, 500, 502, 503, 504}
 REQUEST_TIMEOUT = urllib3.Timeout(connect=10.0, read=60.0)
@@ -59,21 +68,119 @@ def patient(seconds: float) -> Any:
     )
 
 
+class ClusterConfigError(PitcrewError):
+    """No usable kubeconfig: the file is missing, is not YAML, or is not a kubeconfig
+    (or, in a pod, its service account is not mounted). The command was pointed at
+    the wrong file: pass ``--kubeconfig`` or set ``$KUBECONFIG``."""
+
+
+class ClusterUnreachableError(PitcrewError):
+    """No apiserver answered at the kubeconfig's server: refused, timed out, a name
+    that does not resolve, a TLS handshake that failed."""
+
+
+DEFAULT_KUBECONFIG = "~/.kube/config"
+
+
 def api_client(kubeconfig: str | None = None) -> client.ApiClient:
     """A client from ``kubeconfig``, ``$KUBECONFIG``, the pod's service account when
-    running in a pod, else ``~/.kube/config``."""
+    running in a pod, else ``~/.kube/config``; :class:`ClusterConfigError` when that
+    cannot be read."""
     configuration = client.Configuration()
     path = kubeconfig or os.environ.get("KUBECONFIG")
-    if path or not os.environ.get("KUBERNETES_SERVICE_HOST"):
-        config.load_kube_config(config_file=path, client_configuration=configuration)
+    if not path and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        try:
+            config.load_incluster_config(client_configuration=configuration)
+        except config.ConfigException as error:
+            raise ClusterConfigError(f"cannot use the pod's service account: {error}") from None
     else:
-        config.load_incluster_config(client_configuration=configuration)
+        _load_kubeconfig(path or DEFAULT_KUBECONFIG, configuration)
     configuration.connection_pool_maxsize = 64
     api = client.ApiClient(configuration)
     # No call may hang for ever on an apiserver that went away mid-request (a
     # restart, a partition): every request of this client has a deadline.
     api.rest_client.pool_manager.connection_pool_kw["timeout"] = REQUEST_TIMEOUT
     return api
+
+
+def _load_kubeconfig(paths: str, configuration: client.Configuration) -> None:
+    """Load a kubeconfig (or a ``$KUBECONFIG`` list of them) into ``configuration``,
+    each way it can fail a :class:`ClusterConfigError` that names the file."""
+    names = [name for name in paths.split(os.pathsep) if name]
+    # The client skips missing files of a list, then says only "No configuration found".
+    if not any(Path(name).expanduser().is_file() for name in names):
+        raise ClusterConfigError(
+            f"no kubeconfig at {', '.join(names)}: pass --kubeconfig FILE or set $KUBECONFIG"
+        )
+    try:
+        config.load_kube_config(config_file=paths, client_configuration=configuration)
+    except config.ConfigException as error:
+        raise ClusterConfigError(f"cannot use the kubeconfig {paths}: {error}") from None
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        line = f" (line {mark.line + 1})" if mark is not None else ""
+        raise ClusterConfigError(f"cannot read the kubeconfig {paths}: not YAML{line}") from None
+    except OSError as error:
+        reason = error.strerror or str(error)
+        raise ClusterConfigError(f"cannot read the kubeconfig {paths}: {reason}") from None
+
+
+def reach(api: client.ApiClient) -> None:
+    """Ask the apiserver its version, once: :class:`ClusterUnreachableError`, naming
+    the server and why, when nothing answers. An answer that is an error (401 for
+    credentials it refuses) is raised as the ``ApiException`` it is.
+
+    One try, through the client's own pool (its TLS and credentials) but without
+    urllib3's retries, which would log a warning for each before the one line."""
+    method, url, headers, _, _ = api.param_serialize(
+        "GET",
+        "/version",
+        header_params={"Accept": "application/json"},
+        auth_settings=["BearerToken"],
+    )
+    try:
+        response = api.rest_client.pool_manager.request(
+            method, url, headers=headers, retries=False, timeout=REQUEST_TIMEOUT
+        )
+    except (urllib3.exceptions.HTTPError, OSError) as error:
+        raise ClusterUnreachableError(
+            f"cannot reach the cluster at {api.configuration.host}: {connection_failure(error)}"
+        ) from None
+    if not 200 <= response.status < 300:
+        raise client.ApiException(
+            status=response.status,
+            reason=response.reason,
+            body=response.data.decode(errors="replace"),
+        )
+
+
+def connection_failure(error: BaseException) -> str:
+    """Why a connection failed, in the words of its innermost cause: "Connection
+    refused", "timed out", "Name or service not known"; urllib3's wrappers repeat the
+    host and the retry count around it."""
+    cause: BaseException | None = error
+    innermost = error
+    seen: set[int] = set()
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        innermost = cause
+        wrapped = getattr(cause, "reason", None)  # MaxRetryError keeps its cause there
+        cause = wrapped if isinstance(wrapped, BaseException) else cause.__cause__
+    if isinstance(innermost, OSError) and innermost.strerror:
+        return innermost.strerror
+    return str(innermost) or type(innermost).__name__
+
+
+def answer_text(error: client.ApiException) -> str:
+    """An apiserver's error answer in one line: its status, reason and the message of
+    the Status object it sent (``403 Forbidden: gpunodes.pitcrew.dev is forbidden:
+    ...``)."""
+    text = f"{error.status} {error.reason}"
+    try:
+        message = json.loads(error.body or "{}").get("message")
+    except (ValueError, AttributeError):
+        message = None
+    return f"{text}: {message}" if message else text
 
 
 def use_as_default(api: client.ApiClient) -> None:
