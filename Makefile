@@ -57,6 +57,12 @@ devcluster-build: $(VENV)/.installed
 unit: $(VENV)/.installed
 	$(BIN)/pytest tests/unit
 
+# The wheel in a fresh venv with its runtime dependencies only (no extras, no dev
+# tools): every production command runs and every production module imports there.
+.PHONY: runtime-check
+runtime-check:
+	scripts/check-runtime.sh
+
 e2e: devcluster-build prometheus slurm
 	$(BIN)/pytest tests/e2e
 
@@ -66,7 +72,7 @@ CHAOS_SECONDS ?= 60
 chaos: devcluster-build
 	PITCREW_CHAOS_SECONDS=$(CHAOS_SECONDS) $(BIN)/pytest tests/e2e/chaos
 
-test: lint devcluster-build prometheus slurm
+test: lint runtime-check devcluster-build prometheus slurm
 	$(BIN)/pytest
 	$(MAKE) chaos
 

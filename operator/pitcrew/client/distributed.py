@@ -42,11 +42,16 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, ParamSpec
 
-import torch
-import torch.distributed as dist
-
 from pitcrew.client.progress import ProgressReporter, Timing
 from pitcrew.client.ranks import summarize
+
+try:
+    import torch
+    import torch.distributed as dist
+except ImportError as missing:
+    raise ImportError(
+        f"pitcrew.client.distributed needs PyTorch: pip install torch ({missing})"
+    ) from missing
 
 logger = logging.getLogger(__name__)
 P = ParamSpec("P")

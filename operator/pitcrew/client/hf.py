@@ -7,7 +7,7 @@
     trainer = Trainer(model=model, args=args, ..., callbacks=[PitcrewTrainerCallback()])
 
 Rank 0 then writes the ``pitcrew.dev/progress`` annotation on its pod (``pip install
-pitcrew[hf]``; the pod needs ``POD_NAME``/``POD_NAMESPACE`` and ``NODE_NAME`` from
+'pitcrew-operator[hf]'``; the pod needs ``POD_NAME``/``POD_NAMESPACE`` and ``NODE_NAME`` from
 the downward API and ``patch`` on its own pod): the Trainer's global step, each
 checkpoint once saved, the model's parameters, the FLOPs per optimizer step the
 Trainer itself counts (``state.total_flos``, summed over the ranks, divided by the
@@ -19,8 +19,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from transformers import TrainerCallback
+from gpuhealth.distribution import install_hint
 
+try:
+    from transformers import TrainerCallback
+except ImportError as missing:
+    raise ImportError(
+        f"pitcrew.client.hf needs Hugging Face transformers: {install_hint('hf')} ({missing})"
+    ) from missing
+
+# After the check, so that a job without the extra reads which extra it is.
 from pitcrew.client.distributed import TrainingReporter, guarded
 
 

@@ -7,7 +7,7 @@
     trainer = lightning.Trainer(..., callbacks=[PitcrewCallback()])
 
 Rank 0 then writes the ``pitcrew.dev/progress`` annotation on its pod (``pip install
-pitcrew[lightning]``; the pod needs ``POD_NAME``/``POD_NAMESPACE`` and ``NODE_NAME``
+'pitcrew-operator[lightning]'``; the pod needs ``POD_NAME``/``POD_NAMESPACE`` and ``NODE_NAME``
 from the downward API and ``patch`` on its own pod): the optimizer step Lightning is
 at, each checkpoint once it is saved, the model's parameters, the FLOPs of one
 optimizer step (counted once, by ``torch.utils.flop_counter`` on one batch, times the
@@ -20,9 +20,17 @@ from __future__ import annotations
 
 from typing import Any
 
-import lightning.pytorch as pl
-from torch.utils.flop_counter import FlopCounterMode
+from gpuhealth.distribution import install_hint
 
+try:
+    import lightning.pytorch as pl
+    from torch.utils.flop_counter import FlopCounterMode
+except ImportError as missing:
+    raise ImportError(
+        f"pitcrew.client.lightning needs Lightning: {install_hint('lightning')} ({missing})"
+    ) from missing
+
+# After the check, so that a job without the extra reads which extra it is.
 from pitcrew.client.distributed import TrainingReporter, guarded
 
 FLOPS_BATCH = 2
