@@ -23,7 +23,7 @@ import datetime
 from collections.abc import Hashable
 
 from pitcrew.api.gpunode import GPUNodeStatus
-from pitcrew.api.vocabulary import IN_SERVICE, UNHEALTHY
+from pitcrew.api.vocabulary import IN_SERVICE
 from pitcrew.core.lifecycle import Decision
 from pitcrew.core.views import FleetView, PolicyView
 
@@ -43,8 +43,8 @@ def quiet_until(
         return None
     if decision.status.phase not in IN_SERVICE:
         return None  # in motion: a drain, a rung, a probe, each watched at every resync
-    longest = now + REST_MAX
-    return longest if decision.wake_at is None else min(decision.wake_at, longest)
+    deadlines = (decision.wake_at, decision.report_due, now + REST_MAX)
+    return min(t for t in deadlines if t is not None)
 
 
 def fleet_signature(fleet: FleetView, policy: PolicyView) -> Hashable:
@@ -52,5 +52,5 @@ def fleet_signature(fleet: FleetView, policy: PolicyView) -> Hashable:
     over (``_healthy``, ``_spare``). The breaker, the drain and remediation limits
     and the verification slots are read only by nodes in motion, with a finding or
     with a verification due, none of which rests. Equal signatures, same decision."""
-    wanted = max(0, policy.spec.spares.count - fleet.count(*UNHEALTHY))
+    wanted = fleet.spares_wanted(policy.spec.spares.count)
     return (len(fleet.spares), wanted)

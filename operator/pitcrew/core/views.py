@@ -18,6 +18,7 @@ from pitcrew.api.vocabulary import (
     CORDONED_BY_VALUE,
     MANAGED_LABEL,
     SLURM_REASON_PREFIX,
+    UNHEALTHY,
     VALIDATION_REQUEST,
     VALIDATION_SUITE,
 )
@@ -220,6 +221,12 @@ class FleetView:
 
     def count(self, *phases: Phase) -> int:
         return sum(self.phases.get(p, 0) for p in phases)
+
+    def spares_wanted(self, count: int) -> int:
+        """Spares to hold now: the policy's ``count``, less the nodes out for faults. A
+        spare released to replace a broken node stays in service; the repaired node
+        (or an idle one) becomes the spare again once the pool is whole."""
+        return max(0, count - self.count(*UNHEALTHY))
 
 
 @dataclass(frozen=True)

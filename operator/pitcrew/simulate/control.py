@@ -1,23 +1,24 @@
 """Pitcrew in the loop: the node agent, the operator's rounds and its executor.
 
-Every decision is :func:`pitcrew.core.lifecycle.decide` with the policy's real
-``GPUHealthPolicySpec``, on the fleet view of :mod:`pitcrew.core.fleet`
-(``after_decision`` after each decision of a round, as the round loop does);
-cordons and taints are :mod:`pitcrew.core.node_edits` plans applied to the
-node; the breaker is :func:`pitcrew.core.breaker.next_breaker`. What is
-simulated is the world's answer to the actions: evicted pods leave after the
-grace period, a probe reports after its run, a reset Job's pod succeeds or a
-node reboots with a new boot ID, the agent reports the repair's key.
+Every round is :func:`pitcrew.core.round.decide_round`, the operator's own: the
+lifecycle with the policy's real ``GPUHealthPolicySpec``, nodes in name order,
+each on the pool the decisions before it left, and a plan in flight counted as
+the round loop counts it (``core.round.member``: as intended, except that a node
+coming back counts as out until its status write lands). Cordons and taints are
+:mod:`pitcrew.core.node_edits` plans applied to the node; the breaker is
+:func:`pitcrew.core.breaker.next_breaker`. What is simulated is the world's
+answer to the actions: evicted pods leave after the grace period, a probe
+reports after its run, a reset Job's pod succeeds or a node reboots with a new
+boot ID, the agent reports the repair's key.
 
 A node is decided only when something about it changed (an agent report, an
-edit or pod change seen by the watch, a repair's evidence) or at its next
-deadline under the policy (a timer per node: the checkpoint wait, drain,
-rung and probe timeouts, the next verification, a watched finding's
-escalation), and nodes waiting on a fleet-wide bound (the breaker, the drain
-and remediation limits, surplus spares) are decided again when the bound may
-have moved, as the operator's periodic resync would. A node's plan is carried
-out ``exec_latency`` after its decision, and the node is not decided again
-before that (a plan in flight).
+edit or pod change seen by the watch, a repair's evidence) or at its decision's
+wake-up (``Decision.wake_at``: the lifecycle says which deadline it waits for;
+this module lists none), and nodes a bound of the pool held (``Decision.held``:
+the breaker, the drain, remediation and verification limits) or surplus spares
+are decided again when the bounds move, as the operator's periodic resync would.
+A node's plan is carried out ``exec_latency`` after its decision, and the node
+is not decided again before that (a plan in flight).
 
 Stragglers are judged as :mod:`pitcrew.core.stragglers` does, from rank 0's
 progress reports: a slow node that holds a rank of the job and is slower than
@@ -32,6 +33,7 @@ import datetime
 import time
 from collections import Counter
 from dataclasses import replace
+from typing import assert_never
 
 from gpuhealth.report import CheckResult, CheckStatus, FaultClass
 from pitcrew.api.gpunode import ChecksStatus, GPUNodeStatus, Phase, Transition
@@ -42,10 +44,8 @@ from pitcrew.core import node_edits
 from pitcrew.core.agent_config import agent_checks
 from pitcrew.core.breaker import Breaker, next_breaker
 from pitcrew.core.breaker import Transition as BreakerTransition
-from pitcrew.core.evidence import WATCH_ESCALATES_AFTER
-from pitcrew.core.fleet import Summary, after_decision, summarize
-from pitcrew.core.lifecycle import decide
-from pitcrew.core.verification import POD_GRACE
+from pitcrew.core.fleet import Summary, summarize
+from pitcrew.core.round import Decided, Due, decide_round, member
 from pitcrew.core.views import FleetView, NodeState, PolicyView
 from pitcrew.simulate import timing
 from pitcrew.simulate.clock import seconds
@@ -98,6 +98,10 @@ class Operator:
         self.round_pending = False
         self.resync_pending = False
         self.blocked: set[int] = set()
+        """Nodes a bound of the pool held at their last decision (``Decision.held``)."""
+        self.landed: dict[int, GPUNodeStatus] = {}
+        """The status written before the plan in flight for a node (what the API holds
+        until the plan lands)."""
         self.suspects: set[int] = set()
         self.out: set[str] = set()
         self.summaries: dict[int, Summary] = {}
@@ -133,7 +137,10 @@ class Operator:
 
     def _count(self, node: Node, sign: int) -> None:
         if sign > 0:
-            self.summaries[node.index] = summarize(node.status)
+            # A plan in flight counts as the round loop counts it (core.round.member).
+            landed = self.landed.get(node.index)
+            stored = summarize(node.status if landed is None else landed)
+            self.summaries[node.index] = member(stored, None if landed is None else node.status)
         summary = self.summaries[node.index]
         if summary.phase is Phase.EXCLUDED:
             return
@@ -164,6 +171,7 @@ class Operator:
     def remove(self, node: Node) -> None:
         """A person deleted the node (taken for repair): it leaves the fleet."""
         self._count(node, -1)
+        self.landed.pop(node.index, None)
         self.dirty.discard(node.index)
         self.blocked.discard(node.index)
         node.timer += 1
@@ -296,16 +304,21 @@ class Operator:
     def _round(self) -> None:
         self.round_pending = False
         nodes = self.world.nodes
-        ready = sorted(i for i in self.dirty if not nodes[i].in_flight)
+        ready = {nodes[i].name: nodes[i] for i in self.dirty if not nodes[i].in_flight}
         if not ready:
             return
-        self.dirty.difference_update(ready)
+        self.dirty.difference_update(n.index for n in ready.values())
         before = self._bounds()
-        fleet = self.snapshot()
         started = time.process_time()
-        for index in ready:
-            fleet = self._decide(nodes[index], fleet)
+        done = decide_round(
+            ready,
+            read=lambda name: self._due(ready[name]),
+            fleet=lambda _: self.snapshot(),
+            now=self.clock.datetime,
+        )
         self.cpu += time.process_time() - started
+        for decided in done.decided:
+            self._apply(ready[decided.node], decided)
         self._breaker()
         if self._bounds() != before:
             self._resync_soon()
@@ -320,40 +333,37 @@ class Operator:
             len(self.spares),
         )
 
-    def _decide(self, node: Node, fleet: FleetView) -> FleetView:
+    def _due(self, node: Node) -> Due:
+        """The node as the operator would read it: its agent heartbeats while it is up,
+        and the accountant judges only the job's own nodes in service
+        (core/stragglers.py)."""
         now = self.clock.datetime
-        before = node.status
+        status = node.status
         if node.view.ready:
-            before = before.model_copy(update={"last_heartbeat": now})
+            status = status.model_copy(update={"last_heartbeat": now})
+        straggler = node.straggler if node.job and status.phase in IN_SERVICE else ""
         view = replace(node.view, pods=self.world.pods(node))
-        # The accountant judges only the job's own nodes in service (core/stragglers.py).
-        straggler = node.straggler if node.job and before.phase in IN_SERVICE else ""
-        decision = decide(
-            state=NodeState(node=view, status=before, checks=node.checks, straggler=straggler),
-            policy=self.policy,
-            fleet=fleet,
-            now=now,
-        )
+        state = NodeState(node=view, status=status, checks=node.checks, straggler=straggler)
+        return Due(state=state, policy=self.policy)
+
+    def _apply(self, node: Node, decided: Decided) -> None:
+        """Carry a decision out: its status counts in the pool at once (as intended, while
+        its plan is in flight), its actions land ``exec_latency`` later."""
+        decision = decided.decision
         self.decisions += 1
-        fleet = after_decision(fleet, node=node.name, before=before, decision=decision)
-        old = before.phase
+        old = node.status.phase
+        if decided.changes:
+            self.landed[node.index] = decided.before
+            node.in_flight = True
+            self.clock.after(self.assumptions.exec_latency, self._execute, node, decision.actions)
         self._set_status(node, decision.status)
         if decision.phase is Phase.RETIRED and old is not Phase.RETIRED and self.world.people:
             self.world.people.retired(node)
-        admitted = next((c for c in decision.status.conditions if c.type == "Admitted"), None)
-        if admitted is not None and admitted.status == "False":
-            self.blocked.add(node.index)
-        else:
-            self.blocked.discard(node.index)
-        work = [x for x in decision.actions if not isinstance(x, a.Record)]
-        for record in decision.actions:
-            if isinstance(record, a.Record):
-                self.records[record.reason] += 1
-        if work:
-            node.in_flight = True
-            self.clock.after(self.assumptions.exec_latency, self._execute, node, work)
-        self._arm(node)
-        return fleet
+        (self.blocked.add if decision.held else self.blocked.discard)(node.index)
+        for action in decision.actions:
+            if isinstance(action, a.Record):
+                self.records[action.reason] += 1
+        self._arm(node, decision.wake_at)
 
     def _set_status(self, node: Node, status: GPUNodeStatus) -> None:
         old = node.status.phase
@@ -389,7 +399,7 @@ class Operator:
     def _resync(self) -> None:
         """Decide again the nodes a fleet-wide bound holds, and surplus spares."""
         self.resync_pending = False
-        wanted = max(0, self.spec.spares.count - sum(self.phases[p] for p in UNHEALTHY))
+        wanted = self.snapshot().spares_wanted(self.spec.spares.count)
         again = set(self.blocked)
         if len(self.spares) > wanted:
             again |= {self.world.by_name[name].index for name in self.spares}
@@ -398,47 +408,23 @@ class Operator:
 
     # -- deadlines ------------------------------------------------------------------------
 
-    def _arm(self, node: Node) -> None:
+    def _arm(self, node: Node, wake_at: datetime.datetime | None) -> None:
+        """Decide the node again at its decision's wake-up (just past it: the lifecycle
+        compares most deadlines strictly), unless something decides it before."""
         node.timer += 1
-        deadline = self._deadline(node.status)
-        if deadline is not None:
-            self.clock.at(deadline, self._timer, node, node.timer)
+        if wake_at is not None:
+            self.clock.at(seconds(wake_at) + EPSILON, self._timer, node, node.timer)
 
     def _timer(self, node: Node, generation: int) -> None:
         if generation == node.timer:
             self.mark(node)
 
-    def _deadline(self, status: GPUNodeStatus) -> float | None:
-        spec = self.spec
-        times: list[datetime.datetime] = []
-        since = status.phase_since
-        if status.phase is Phase.SUSPECT and since is not None:
-            times.append(since + spec.safety.drain.checkpoint_max_delay)
-        elif status.phase is Phase.DRAINING and status.drain is not None:
-            times.append(status.drain.started_at + spec.safety.drain.timeout)
-        elif status.phase is Phase.REMEDIATING and status.remediation is not None:
-            remediation = status.remediation
-            ladder = spec.remediation.ladders.for_class(remediation.fault_class)
-            if remediation.step < len(ladder):
-                times.append(remediation.started_at + ladder[remediation.step].timeout)
-        elif status.phase is Phase.VALIDATING and since is not None:
-            times.append(since + spec.validation.timeout)
-        verification = status.verification
-        if status.phase in IN_SERVICE and verification is not None:
-            if verification.job and verification.started_at is not None:
-                times.append(verification.started_at + spec.validation.timeout)
-                times.append(verification.started_at + POD_GRACE)
-            elif verification.next is not None and spec.validation.periodic.enabled:
-                times.append(verification.next)
-        times.extend(w.since + WATCH_ESCALATES_AFTER for w in status.watching if not w.escalated)
-        now = self.clock.now
-        future = [seconds(t) + EPSILON for t in times if seconds(t) + EPSILON > now]
-        return min(future) if future else None
-
     # -- the executor ---------------------------------------------------------------------
 
-    def _execute(self, node: Node, actions: list[a.Action]) -> None:
+    def _execute(self, node: Node, actions: tuple[a.Action, ...]) -> None:
         node.in_flight = False
+        if self.landed.pop(node.index, None) is not None and not node.away:
+            self._set_status(node, node.status)  # the status write landed: counted as written
         if node.away:
             return
         changed = False
@@ -448,7 +434,7 @@ class Operator:
         if changed or node.index in self.dirty:
             self.mark(node)
 
-    def _do(self, node: Node, action: a.Action) -> bool:  # noqa: PLR0911 - one case per action
+    def _do(self, node: Node, action: a.Action) -> bool:  # noqa: PLR0911, PLR0912 - one case per action
         match action:
             case a.Cordon() | a.Uncordon() | a.SetTaint() | a.RemoveTaint():
                 return self._edit(node, action)
@@ -487,7 +473,10 @@ class Operator:
             case a.PublishChecks(checks=checks):
                 node.checks = checks
                 return False
-        return False
+            case a.Record() | a.SetSlurmState():
+                return False  # an Event; the simulated fleet runs no Slurm
+            case _:
+                assert_never(action)
 
     def _edit(self, node: Node, action: node_edits.NodeAction) -> bool:
         edit = node_edits.plan(node.view, action)

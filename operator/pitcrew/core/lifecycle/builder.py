@@ -30,6 +30,11 @@ class Decision:
     """The earliest deadline this decision compared ``now`` with and has not reached:
     deciding again before it, with no event in between, decides the same; None when
     only an event (a report, a pod, an edit, the fleet) can change the decision."""
+    report_due: datetime.datetime | None = None
+    """When the node's agent counts as missing (``AgentReporting`` False) unless it
+    reports before: apart from ``wake_at`` because a report, an event, normally comes
+    first. A shell that models a living agent as always reporting (the simulator)
+    ignores it; the operator rests a node until the earlier of the two."""
     held: bool = False
     """A bound of the pool (the breaker, a drain, remediation or verification slot)
     refused a step: the decision may change whenever the pool does."""
@@ -60,6 +65,7 @@ class Builder:
         self.actions: list[a.Action] = []
         self.conditions: dict[str, tuple[ConditionStatus, str, str]] = {}
         self.wake_at: datetime.datetime | None = None
+        self.report_due: datetime.datetime | None = None
         self.held = False
 
     def wake(self, at: datetime.datetime | None) -> None:
@@ -150,7 +156,11 @@ class Builder:
             observed_generation=self.generation,
         )
         return Decision(
-            status=self.status, actions=tuple(self.actions), wake_at=self.wake_at, held=self.held
+            status=self.status,
+            actions=tuple(self.actions),
+            wake_at=self.wake_at,
+            report_due=self.report_due,
+            held=self.held,
         )
 
 

@@ -11,7 +11,7 @@ import datetime
 
 from gpuhealth.report import CheckStatus, FaultClass
 from pitcrew.api.gpunode import GPUNodeStatus, Phase
-from pitcrew.api.vocabulary import MAINTENANCE_REASON, STRAGGLER_REASON, UNHEALTHY
+from pitcrew.api.vocabulary import MAINTENANCE_REASON, STRAGGLER_REASON
 from pitcrew.core.evidence import Finding, worst_finding
 from pitcrew.core.lifecycle.builder import Builder
 
@@ -97,10 +97,7 @@ def lemon(b: Builder) -> bool:
 
 
 def spares_wanted(b: Builder) -> int:
-    """Spares to hold now: the policy's count, less the nodes out for faults. A spare
-    released to replace a broken node stays in service; the repaired node (or an
-    idle one) becomes the spare again once the fleet is whole."""
-    return max(0, b.policy.spec.spares.count - b.fleet.count(*UNHEALTHY))
+    return b.fleet.spares_wanted(b.policy.spec.spares.count)
 
 
 def elapsed(

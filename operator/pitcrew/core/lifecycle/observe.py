@@ -8,6 +8,8 @@ phase; all of it is true whatever the phase is.
 
 from __future__ import annotations
 
+import datetime
+
 from gpuhealth.report import CheckStatus, FaultClass
 from pitcrew.api.gpunode import WatchedFinding
 from pitcrew.api.meta import ConditionStatus
@@ -15,7 +17,7 @@ from pitcrew.core import actions as a
 from pitcrew.core.agent_config import agent_checks
 from pitcrew.core.evidence import WATCH_ESCALATES_AFTER
 from pitcrew.core.lifecycle.builder import Builder
-from pitcrew.core.lifecycle.facts import KERNEL_LOG_CHECK, could_not_check, elapsed
+from pitcrew.core.lifecycle.facts import KERNEL_LOG_CHECK, could_not_check
 
 HEARTBEAT_MISSES = 3
 """Heartbeat intervals without a report before the agent counts as not reporting."""
@@ -82,7 +84,7 @@ def observe(b: Builder) -> None:
         b.condition("KernelLogRead", ConditionStatus.TRUE, "Read")
     if status.last_heartbeat is None:
         b.condition("AgentReporting", ConditionStatus.UNKNOWN, "NoReportYet")
-    elif elapsed(b, status.last_heartbeat, spec.checks.heartbeat * HEARTBEAT_MISSES):
+    elif _missed(b, status.last_heartbeat + spec.checks.heartbeat * HEARTBEAT_MISSES):
         b.condition(
             "AgentReporting",
             ConditionStatus.FALSE,
@@ -91,3 +93,11 @@ def observe(b: Builder) -> None:
         )
     else:
         b.condition("AgentReporting", ConditionStatus.TRUE, "Reporting")
+
+
+def _missed(b: Builder, due: datetime.datetime) -> bool:
+    """Whether the agent's report is overdue; until then ``due`` is the decision's
+    ``report_due``."""
+    if due > b.now:
+        b.report_due = due
+    return b.now > due
