@@ -424,7 +424,12 @@ class Operator:
     def _execute(self, node: Node, actions: tuple[a.Action, ...]) -> None:
         node.in_flight = False
         if self.landed.pop(node.index, None) is not None and not node.away:
-            self._set_status(node, node.status)  # the status write landed: counted as written
+            # The status write landed: counted as written. A node back in service frees
+            # its slot only now, so nodes a bound held are decided again now too.
+            bounds = self._bounds()
+            self._set_status(node, node.status)
+            if self._bounds() != bounds:
+                self._resync_soon()
         if node.away:
             return
         changed = False
