@@ -5,16 +5,17 @@ Pod on it, its GPUNode or a policy) and by a periodic resync (time-based
 transitions: drain timeouts, checkpoint waits, remediation timeouts). Each
 round:
 
-1. decides *sequentially* for every queued node with the pure
-   :func:`pitcrew.core.lifecycle.decide`, updating the fleet after each
-   decision (:func:`pitcrew.core.fleet.after_decision`), so two nodes failing
-   in the same instant cannot both take the last slot under ``maxUnhealthy``
-   or ``maxConcurrentDrains``;
+1. decides the queued nodes through the pure
+   :func:`pitcrew.core.round.decide_round` (the simulator's round too), which
+   counts the pool after each decision, so two nodes failing in the same
+   instant cannot both take the last slot under ``maxUnhealthy`` or
+   ``maxConcurrentDrains``;
 2. hands each plan to the :class:`~pitcrew.controller.executor.Executor` on a
    worker pool and moves on without waiting. A node whose plan is still in
-   flight is not decided again until it is done, and meanwhile its
-   *intended* status counts in the fleet, so the bounds hold even when
-   executions overlap rounds;
+   flight is not decided again until it is done, and meanwhile it counts in
+   the pool as :func:`pitcrew.core.round.member` says, so the bounds hold even
+   when executions overlap rounds; a decision's wake-up before the next resync
+   requeues its node for that instant;
 3. submits each touched policy's status (fleet, breaker, goodput) to the
    :class:`~pitcrew.controller.policy_status.PolicyStatusWriter`.
 

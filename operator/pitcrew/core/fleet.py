@@ -1,14 +1,11 @@
-"""Fleet arithmetic: what one node's decision must know about the rest of its pool.
+"""Fleet arithmetic: a pool counted from its members, and moved by one decision.
 
-The decisions of a round are taken one after the other, and each sees the
-fleet *as the decisions before it left it*: :func:`after_decision` moves the
-node from its old phase to its new one (and a released spare out of the
-spare list) before the next node is decided. That is what makes two nodes
-failing in the same instant unable to take the last slot under
-``maxUnhealthy`` or ``maxConcurrentDrains`` together, without any lock.
-
-A node whose plan is still being carried out counts with the status its
-decision *intended*, not the one last written, for the same reason.
+:func:`fleet_of` counts a pool from its members' summaries (Excluded nodes are
+not in it; spares oldest first). :func:`after_decision` moves one node from its
+old phase to its new one (and a released spare out of the spare list): the
+round (:mod:`pitcrew.core.round`) applies it after each decision that changes
+something, so the next node of the round sees the pool as the decisions before
+it left it, and says when a node coming back keeps its slot.
 """
 
 from __future__ import annotations
