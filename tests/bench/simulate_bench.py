@@ -18,7 +18,7 @@ import os
 import time
 
 from pitcrew.simulate.run import run
-from pitcrew.simulate.settings import BASELINE, DEFAULTS, Contender, Settings, default_spec
+from pitcrew.simulate.settings import DEFAULTS, STOCK, Contender, Settings, default_spec
 
 
 def main() -> None:
@@ -36,7 +36,7 @@ def main() -> None:
         "days": settings.days,
         "load1": round(load, 2),
     }
-    for contender in (Contender(BASELINE, None), Contender(DEFAULTS, default_spec())):
+    for contender in (Contender(STOCK, None), Contender(DEFAULTS, default_spec())):
         started, wall = time.process_time(), time.perf_counter()
         outcome = run(settings, contender)
         figures[contender.name] = {
@@ -55,7 +55,7 @@ def main() -> None:
         f"{settings.days:g} days, {figures['jobGpus']} GPUs of job on {settings.nodes} nodes, "
         f"load {load:.2f} at the start"
     )
-    for name in (BASELINE, DEFAULTS):
+    for name in (STOCK, DEFAULTS):
         print(f"  {name:9} {figures[name]}")
 
 

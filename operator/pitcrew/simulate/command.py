@@ -23,10 +23,10 @@ from pitcrew.simulate.compare import Comparison, compare
 from pitcrew.simulate.errors import SimulationInputError
 from pitcrew.simulate.mix import MIXES
 from pitcrew.simulate.settings import (
-    BASELINE,
     DEFAULTS,
     Contender,
     Settings,
+    baselines,
     default_spec,
     with_spares,
 )
@@ -90,7 +90,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--baseline",
         action="store_true",
-        help="only the baseline (no Pitcrew); default: baseline, defaults and each --policy",
+        help="only the clusters without Pitcrew (people, stock); default: those, the "
+        "defaults and each --policy",
     )
     parser.add_argument("--lemons", type=int, default=0, help="nodes failing 10x as often")
     parser.add_argument(
@@ -165,7 +166,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
 
 def contenders_from(args: argparse.Namespace, settings: Settings) -> list[Contender]:
-    found = [Contender(BASELINE, None)]
+    found = baselines()
     if args.baseline:
         return found
     specs = [(DEFAULTS, default_spec())] + [_policy(path) for path in args.policy]
@@ -196,8 +197,9 @@ def _policy(path: Path) -> tuple[str, GPUHealthPolicySpec]:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="pitcrew simulate",
-        description="A fleet and its training job in simulated time: the baseline (no "
-        "Pitcrew), Pitcrew's defaults and each --policy, on the same faults.",
+        description="A fleet and its training job in simulated time: a cluster where "
+        "people do everything, a stock GPU cluster (the device plugin's health check, "
+        "NotReady eviction), Pitcrew's defaults and each --policy, on the same faults.",
     )
     add_arguments(parser)
     args = parser.parse_args(argv)
@@ -257,6 +259,8 @@ def render(comparison: Comparison, console: Console) -> None:
     console.print(table)
     if settings.stragglers_per_node_year > 0:
         console.print(straggler_table(comparison))
+    for name, gain in comparison.gains.items():
+        console.print(f"{name} over the stock cluster: {gain * 100:+.2f} pts of job goodput")
     for name, levers in comparison.attribution.items():
         parts = ", ".join(f"{lever} {value * 100:+.2f} pts" for lever, value in levers.items())
         console.print(f"what each lever adds to {name}: {parts}")
@@ -267,7 +271,7 @@ def render(comparison: Comparison, console: Console) -> None:
         sweep = ", ".join(
             f"{w:g}: {percent(b)} / {percent(p)}" for w, b, p in comparison.warning_curve
         )
-        console.print(f"job goodput by warning share (baseline / {reference.name}): {sweep}")
+        console.print(f"job goodput by warning share (stock / {reference.name}): {sweep}")
     for line in gap_lines(comparison):
         console.print(line, highlight=False)
     interval = comparison.checkpoint_interval

@@ -29,13 +29,16 @@ from pitcrew.api.meta import Duration
 from pitcrew.api.policy import GPUHealthPolicySpec
 from pitcrew.simulate.run import Outcome, run
 from pitcrew.simulate.settings import (
-    BASELINE,
+    PEOPLE,
+    STOCK,
     Assumptions,
     Contender,
     Settings,
     with_spares,
 )
 from pitcrew.simulate.timing import HOUR
+
+WITHOUT_PITCREW = frozenset({PEOPLE, STOCK})
 
 
 def _without_spares(spec: GPUHealthPolicySpec) -> GPUHealthPolicySpec:
@@ -67,7 +70,7 @@ LEVERS: dict[str, Callable[[GPUHealthPolicySpec], GPUHealthPolicySpec] | None] =
 class Comparison:
     settings: Settings
     outcomes: dict[str, Outcome]
-    """By contender name, the baseline first."""
+    """By contender name, the clusters without Pitcrew first."""
     attribution: dict[str, dict[str, float]] = field(default_factory=dict)
     """Policy name -> lever -> job goodput it adds (fraction; 0 where the policy does not
     use the lever)."""
@@ -76,14 +79,28 @@ class Comparison:
     target: float = 0.97
     """Job goodput the advice measures the gap to (ByteRobust's 97 %)."""
     warning_curve: tuple[tuple[float, float, float], ...] = ()
-    """(warning share, baseline job goodput, first Pitcrew policy's job goodput): how the
+    """(warning share, stock job goodput, first Pitcrew policy's job goodput): how the
     result depends on the share of faults that show a precursor before they crash."""
 
     @property
     def reference(self) -> Outcome:
-        """The run the advice is read from: the first Pitcrew policy, else the baseline."""
-        pitcrew = [o for name, o in self.outcomes.items() if name != BASELINE]
-        return pitcrew[0] if pitcrew else self.outcomes[BASELINE]
+        """The run the advice is read from: the first Pitcrew policy, else the last
+        cluster without Pitcrew (``stock`` when it ran)."""
+        pitcrew = [o for name, o in self.outcomes.items() if name not in WITHOUT_PITCREW]
+        return pitcrew[0] if pitcrew else list(self.outcomes.values())[-1]
+
+    @property
+    def gains(self) -> dict[str, float]:
+        """What each Pitcrew policy adds to the stock cluster's job goodput (points as
+        a fraction): the figure to quote, against what users run today."""
+        stock = self.outcomes.get(STOCK)
+        if stock is None:
+            return {}
+        return {
+            name: o.job_goodput - stock.job_goodput
+            for name, o in self.outcomes.items()
+            if name not in WITHOUT_PITCREW
+        }
 
     @property
     def mtbf_hours(self) -> float:
@@ -102,6 +119,7 @@ class Comparison:
         interval = self.checkpoint_interval
         return {
             "policies": {name: o.json() for name, o in self.outcomes.items()},
+            "gainOverStock": {name: round(gain, 6) for name, gain in self.gains.items()},
             "mtbfHours": round(mtbf, 3) if math.isfinite(mtbf) else None,
             "advice": {
                 "checkpointInterval": round(interval, 1) if interval is not None else None,
@@ -117,7 +135,7 @@ class Comparison:
             },
             "sparesCurve": [{"spares": n, "jobGoodput": round(g, 6)} for n, g in self.spares_curve],
             "warningShareSweep": [
-                {"warningShare": w, "baseline": round(b, 6), "pitcrew": round(p, 6)}
+                {"warningShare": w, "stock": round(b, 6), "pitcrew": round(p, 6)}
                 for w, b, p in self.warning_curve
             ],
             "settings": {
@@ -204,7 +222,7 @@ def compare(
         for share in warning_shares:
             progress(f"warning share {share:g}")
             varied = settings.with_(warning_share=share)
-            baseline = run(varied, Contender(BASELINE, None), assumptions)
+            baseline = run(varied, Contender(STOCK, None), assumptions)
             policy = run(varied, pitcrew[0], assumptions)
             sweep.append((share, baseline.job_goodput, policy.job_goodput))
     return Comparison(settings, outcomes, levers, tuple(curve), target, tuple(sweep))

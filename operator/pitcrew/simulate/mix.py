@@ -95,6 +95,14 @@ class FaultKind:
     part: LogNormal = timing.HOST_PART
     """How long a person takes to replace the part."""
 
+    @property
+    def device_plugin_sees(self) -> bool:
+        """The NVIDIA device plugin's health check marks the GPU unhealthy when it
+        crashes: it watches NVML's Xid events and skips only application errors, so
+        a fatal Xid does; a network, thermal or host fault does not."""
+        crash = self.crash
+        return crash is not None and crash.check == "xid" and crash.fault_class is FaultClass.FATAL
+
 
 def _xid(code: int, text: str) -> Symptom:
     return Symptom("xid", FaultClass.FATAL, f"XID {code}: {text}")

@@ -57,6 +57,9 @@ class Node:
     """The reset Job whose pod last succeeded here (the evidence of a reset)."""
     boots: int = 0
     down_since: float | None = None
+    gpu_unhealthy: bool = False
+    """The device plugin marked a GPU of it unhealthy (a fatal Xid): no pod asking for
+    all its GPUs lands there until a reboot or a repair clears it."""
     held: bool = False
     """A person cordoned it and holds it for repair."""
     away: bool = False

@@ -1,13 +1,14 @@
 """People: they notice a crashed job, find the node, open a ticket and repair it.
 
-In the baseline they are the only ones who act: a fault is noticed when the job
-crashes (``detection_delay``), the node is cordoned and drained by hand, and a
-ticket (``ticket_delay``) later a person does the repair that fixes it: a
-reboot for what a reset or a reboot clears, a reimage, or a new part. They
-diagnose right the first time and put the node back without a burn-in. A
-straggler crashes nothing: they notice the slow job later
-(``straggler_notice_delay``, counted from when the job began to run on the slow
-node) and take the node out the same way.
+Without Pitcrew (``people``, ``stock``) they are the only ones who repair: a
+fault is noticed when the job crashes (``detection_delay``), the node is
+cordoned and drained by hand (on a stock cluster, the device plugin has kept the
+job's pod off a GPU with a fatal Xid meanwhile), and a ticket (``ticket_delay``)
+later a person does the repair that fixes it: a reboot for what a reset or a
+reboot clears, a reimage, or a new part. They diagnose right the first time and
+put the node back without a burn-in. A straggler crashes nothing: they notice
+the slow job later (``straggler_notice_delay``, counted from when the job began
+to run on the slow node) and take the node out the same way.
 
 Beside Pitcrew they do what it cannot: repair a host that stopped or a GPU that
 corrupts silently (no agent finding), a straggler Pitcrew does not judge

@@ -96,7 +96,7 @@ def write(comparison: Comparison, directory: Path) -> Path:
             line_plot(
                 "warning.png",
                 [
-                    ("baseline", shares, [b * 100 for _, b, _ in sweep]),
+                    ("stock", shares, [b * 100 for _, b, _ in sweep]),
                     (reference, shares, [p * 100 for _, _, p in sweep]),
                 ],
                 "share of faults that show a precursor before the crash",
@@ -150,6 +150,10 @@ def markdown(comparison: Comparison, plots: list[str]) -> str:
             f"{badput} | {o.interruptions} | {o.spares} |"
         )
     lines.append("")
+    for name, gain in comparison.gains.items():
+        lines.append(f"`{name}` over the stock cluster: {gain * 100:+.2f} points of job goodput.")
+    if comparison.gains:
+        lines.append("")
     if settings.stragglers_per_node_year > 0:
         lines += straggler_lines(comparison)
     for name, levers in comparison.attribution.items():
@@ -173,7 +177,7 @@ def markdown(comparison: Comparison, plots: list[str]) -> str:
         lines += [
             "Sensitivity to the share of faults that warn before they crash (job goodput):",
             "",
-            "| warning share | baseline | " + reference.name + " |",
+            "| warning share | stock | " + reference.name + " |",
             "|---:|---:|---:|",
         ]
         lines += [

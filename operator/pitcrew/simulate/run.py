@@ -2,7 +2,7 @@
 
 The run puts the pieces together and lets the clock go: the fault schedule
 (:mod:`.mix`), the cluster and its job (:mod:`.world`, :mod:`.job`), the people
-(:mod:`.people`) and, unless the contender is the baseline, Pitcrew
+(:mod:`.people`) and, unless the contender runs without Pitcrew (``people``, ``stock``), Pitcrew
 (:mod:`.control`: ``lifecycle.decide`` makes every node decision). Every contender
 meets the same faults on the same nodes at the same times (each node's faults
 come from its own seeded stream), so two runs differ only by what the policy did.
@@ -158,6 +158,7 @@ def run(
         job_nodes=job_nodes,
         created=created,
         lemons=lemon_nodes(exposure, seed=settings.seed),
+        device_plugin=contender.device_plugin,
     )
     people = People(world, settings, everything=contender.baseline)
     world.people = people

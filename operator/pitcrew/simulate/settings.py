@@ -1,9 +1,12 @@
 """What one simulation is asked: the fleet, the job, the world's assumptions, the policy.
 
 :class:`Settings` holds what the command line sets (``pitcrew simulate --help``);
-:class:`Contender` is one policy to compare: ``baseline`` (no Pitcrew) or a real
-``GPUHealthPolicySpec`` (the defaults, or a ``--policy FILE``). Durations are
-seconds of simulated time.
+:class:`Contender` is one policy to compare: one of the two clusters without
+Pitcrew (``people``: nothing automatic but Kubernetes' NotReady eviction;
+``stock``: that plus the NVIDIA device plugin's Xid health check, what a GPU
+cluster runs out of the box) or a real ``GPUHealthPolicySpec`` (the defaults,
+or a ``--policy FILE``), always on a stock cluster. Durations are seconds of
+simulated time.
 """
 
 from __future__ import annotations
@@ -17,7 +20,11 @@ from pitcrew.simulate.timing import HOUR, MINUTE
 HEADROOM = 0.03
 """Share of the pool the job leaves to other work by default: a cluster is not sized to
 its one job, and a job that needs every node waits for each repair."""
-BASELINE = "baseline"
+PEOPLE = "people"
+"""No Pitcrew and no device plugin health check: people notice every fault."""
+STOCK = "stock"
+"""No Pitcrew, on a stock GPU cluster: the device plugin keeps a failed GPU's pods off it,
+people do the rest. Gains are stated against it."""
 DEFAULTS = "defaults"
 SELECTOR = {"matchLabels": {"nvidia.com/gpu.present": "true"}}
 
@@ -120,14 +127,24 @@ class Contender:
 
     name: str
     spec: GPUHealthPolicySpec | None
-    """None: the baseline, no Pitcrew."""
+    """None: a cluster without Pitcrew (``people`` or ``stock``)."""
     detection: bool = True
     """Pitcrew acts on the agent's findings at once; False: only once a person would
     have noticed the crash (the attribution's run without detection)."""
+    device_plugin: bool = True
+    """The NVIDIA device plugin's health check runs (every cluster but ``people``): a
+    GPU that reported a fatal Xid is unhealthy, so the job's pod, recreated by its own
+    restart, cannot land on that node again until it is repaired."""
 
     @property
     def baseline(self) -> bool:
+        """Without Pitcrew: people do what the cluster does not."""
         return self.spec is None
+
+
+def baselines() -> list[Contender]:
+    """The two clusters without Pitcrew, as every comparison starts."""
+    return [Contender(PEOPLE, None, device_plugin=False), Contender(STOCK, None)]
 
 
 def default_spec() -> GPUHealthPolicySpec:

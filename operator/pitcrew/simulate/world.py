@@ -1,7 +1,7 @@
 """The simulated cluster: nodes, their faults, the job's placement and other work.
 
-The world is what Pitcrew (or, in the baseline, nobody) acts on. A node is a
-Kubernetes Node as the core sees it (:class:`pitcrew.core.views.NodeView`: cordon,
+The world is what Pitcrew (or, without it, the device plugin and people) acts on.
+A node is a Kubernetes Node as the core sees it (:class:`pitcrew.core.views.NodeView`: cordon,
 taints, annotations, boot ID, readiness), the pods on it, and the truth about its
 hardware: the fault it has, if any, and at which stage (a precursor, crashed, or
 hidden after a repair that did not clear it).
@@ -105,8 +105,11 @@ class World:
         job_nodes: int,
         created: datetime.datetime,
         lemons: frozenset[int],
+        device_plugin: bool,
     ) -> None:
         self.clock, self.settings, self.assumptions = clock, settings, assumptions
+        self.device_plugin = device_plugin
+        """The device plugin's health check runs (:attr:`Contender.device_plugin`)."""
         gpus = settings.gpus_per_node
         self.nodes: list[Node] = []
         for i in range(pool):
@@ -188,12 +191,20 @@ class World:
 
     def usable(self, node: Node) -> bool:
         view = node.view
-        return not node.away and view.ready and not view.unschedulable and not view.taints
+        return (
+            not node.away
+            and view.ready
+            and not view.unschedulable
+            and not view.taints
+            and not node.gpu_unhealthy
+        )
 
     def keeps(self, node: Node) -> bool:
         view = node.view
         if node.away or view.unschedulable or view.taints or node.job_leaving:
             return False
+        if node.gpu_unhealthy:
+            return False  # the job's restart recreates its pod, which cannot land here
         if view.ready:
             return True
         since = node.down_since if node.down_since is not None else self.clock.now
@@ -370,6 +381,9 @@ class World:
             return
         node.stage = Stage.ACTIVE
         self.blocking.add(node.index)
+        node.gpu_unhealthy = self.device_plugin and fault.kind.device_plugin_sees
+        if node.gpu_unhealthy:
+            self.refresh(node)  # free or running other work: no whole-node pod lands now
         shows = fault.kind.shows
         if shows in (Shows.HOST, Shows.MAINTENANCE):
             self.down(node)
@@ -419,6 +433,7 @@ class World:
 
     def clear(self, node: Node) -> None:
         node.fault, node.stage = None, Stage.NONE
+        node.gpu_unhealthy = False
         self.blocking.discard(node.index)
         if node.index in self.slow:
             self.slow.discard(node.index)
@@ -428,6 +443,7 @@ class World:
 
     def hide(self, node: Node, fault: Fault) -> None:
         node.stage = Stage.HIDDEN
+        node.gpu_unhealthy = False  # no Xid until it relapses
         self.blocking.discard(node.index)
         relapse = fault.rng.expovariate(1.0 / self.assumptions.relapse_mean)
         self.clock.after(relapse, self._relapse, node, fault)

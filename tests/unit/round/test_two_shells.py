@@ -125,6 +125,7 @@ class SimulatorShell:
             job_nodes=0,
             created=at(-86400),
             lemons=frozenset(),
+            device_plugin=True,
         )
         world.refresh = lambda node: None
         world.evict = lambda node, force: None

@@ -21,8 +21,8 @@ from pitcrew.simulate.job import Job
 from pitcrew.simulate.mix import Exposure, Shows, mix, schedule
 from pitcrew.simulate.run import run
 from pitcrew.simulate.settings import (
-    BASELINE,
     DEFAULTS,
+    STOCK,
     Assumptions,
     Contender,
     Settings,
@@ -60,6 +60,7 @@ def _job(*, checkpoint_interval: float = 10 * DAY) -> tuple[Clock, Job]:
         job_nodes=2,
         created=at(-DAY),
         lemons=frozenset(),
+        device_plugin=True,
     )
     job = world.job
     for rank in range(2):
@@ -203,13 +204,13 @@ def test_pitcrew_takes_a_straggler_out_and_loses_far_less_to_it_than_the_baselin
     comparison = compare(
         SLOW_ONLY,
         [
-            Contender(BASELINE, None),
+            Contender(STOCK, None),
             Contender(DEFAULTS, spec),
             Contender("stragglers-off", _without_stragglers(spec)),
         ],
         attribution=False,
     )
-    baseline = comparison.outcomes[BASELINE]
+    baseline = comparison.outcomes[STOCK]
     pitcrew = comparison.outcomes[DEFAULTS]
     off = comparison.outcomes["stragglers-off"]
     assert baseline.stragglers.faults >= 10
@@ -248,7 +249,7 @@ def test_a_straggler_slower_than_the_median_by_less_than_the_threshold_is_left_t
 
 
 def test_a_run_with_stragglers_repeats_exactly_and_reports_them() -> None:
-    contenders = [Contender(BASELINE, None), Contender(DEFAULTS, with_spares(default_spec(), 2))]
+    contenders = [Contender(STOCK, None), Contender(DEFAULTS, with_spares(default_spec(), 2))]
     short = SLOW_ONLY.with_(days=8)
     first = compare(short, contenders, attribution=False).json()
     again = compare(short, contenders, attribution=False).json()
@@ -260,7 +261,7 @@ def test_a_run_with_stragglers_repeats_exactly_and_reports_them() -> None:
         assert policy["effectiveGoodput"] == pytest.approx(
             policy["jobGoodput"] - policy["stragglers"]["throughputLost"], abs=2e-6
         )
-    assert policies[BASELINE]["stragglers"]["faults"] > 0
+    assert policies[STOCK]["stragglers"]["faults"] > 0
     other = compare(short.with_(seed=2), contenders, attribution=False).json()
     assert other["policies"] != policies
     settings = first["settings"]
