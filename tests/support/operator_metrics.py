@@ -41,7 +41,7 @@ def leader_job_seconds(pitcrew: SimStack, job: str) -> tuple[str, dict[str, floa
             return name, {
                 s.labels["category"]: s.value
                 for s in found
-                if s.name == "pitcrew_job_seconds_total" and s.labels.get("job") == job
+                if s.name == "pitcrew_job_seconds_total" and s.labels.get("training_job") == job
             }
     return "", {}
 
@@ -49,7 +49,7 @@ def leader_job_seconds(pitcrew: SimStack, job: str) -> tuple[str, dict[str, floa
 def job_metrics(pitcrew: SimStack, job: str) -> dict[tuple[str, str], float]:
     found: dict[tuple[str, str], float] = {}
     for sample in samples(pitcrew):
-        if sample.labels.get("job") != job:
+        if sample.labels.get("training_job") != job:
             continue
         key = (sample.name, sample.labels.get("category") or sample.labels.get("cause", ""))
         found[key] = found.get(key, 0.0) + sample.value
@@ -57,5 +57,5 @@ def job_metrics(pitcrew: SimStack, job: str) -> dict[tuple[str, str], float]:
 
 
 def gauges(pitcrew: SimStack, name: str) -> dict[str, float]:
-    """One gauge by job."""
-    return {s.labels["job"]: s.value for s in samples(pitcrew) if s.name == name}
+    """One gauge by training job."""
+    return {s.labels["training_job"]: s.value for s in samples(pitcrew) if s.name == name}

@@ -42,10 +42,10 @@ class Prometheus:
                     "rule_files": [str(RULES)],
                     "scrape_configs": [
                         {
+                            # As a user's Prometheus scrapes: no honor_labels, so the
+                            # scrape's own `job` label is on every series beside
+                            # Pitcrew's `training_job`.
                             "job_name": "pitcrew",
-                            # Pitcrew's job metrics carry a `job` label (the training
-                            # job): it must win over the scrape job's name.
-                            "honor_labels": True,
                             "static_configs": [{"targets": targets}],
                         }
                     ],

@@ -147,7 +147,7 @@ class MetricsSettings(SettingsGroup):
     """How often GPU time and job time are added up from the cache."""
     max_jobs: Annotated[int, Flag("--max-jobs")] = Field(default=200, ge=1, le=100_000)
     """Training jobs with ``pitcrew_job_*`` series of their own (the largest by GPUs);
-    the rest are summed as ``job="other"``, so pod labels cannot grow the metrics."""
+    the rest are summed as ``training_job="other"``, so pod labels cannot grow the metrics."""
 
 
 class HealthSettings(SettingsGroup):

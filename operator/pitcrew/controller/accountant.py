@@ -85,6 +85,8 @@ class Accountant:
         """Jobs with series of their own (:mod:`pitcrew.core.job_tracking`)."""
         self._gauges: set[tuple[str, Phase]] = set()
         self._heartbeats: set[str] = set()
+        self._shown: dict[str, tuple[str, Phase, str]] = {}
+        """Each node's ``pitcrew_gpunode_info`` labels as last set: pool, phase, reason."""
         self.last = now
         """The previous tick: a job first seen now is counted from its creation, if later."""
 
@@ -114,11 +116,13 @@ class Accountant:
         out: set[str] = set()
         recent: set[str] = set()
         beating: set[str] = set()
+        shown: dict[str, tuple[str, Phase, str]] = {}
         for name, node in self.store.nodes.items():
             pools = self.store.policies_of(name)
             if len(pools) != 1:
                 continue
             summary = self.store.summary(name)
+            shown[name] = (pools[0], summary.phase, summary.reason)
             history = summary.history
             times.append(
                 NodeTime(
@@ -141,6 +145,7 @@ class Accountant:
             # A deleted node's series must go, or its heartbeat alert fires for ever.
             metrics.HEARTBEAT.remove(gone)
         self._heartbeats = beating
+        self._show(shown)
         for (pool, phase), seconds in self.fleet.tick(times, now).items():
             metrics.GPU_SECONDS.labels(pool, phase).inc(seconds)
         counts: dict[tuple[str, Phase], tuple[int, int, float]] = {}
@@ -157,6 +162,17 @@ class Accountant:
             metrics.OLDEST.labels(*key).set(oldest)
         self._gauges |= set(counts)
         return frozenset(out), frozenset(recent | out)
+
+    def _show(self, shown: dict[str, tuple[str, Phase, str]]) -> None:
+        """``pitcrew_gpunode_info``: one series per node, replaced when its pool, phase
+        or reason changes and removed with the node; only changes touch the gauge."""
+        for name, labels in self._shown.items():
+            if shown.get(name) != labels:
+                metrics.NODE_INFO.remove(name, *labels)
+        for name, labels in shown.items():
+            if self._shown.get(name) != labels:
+                metrics.NODE_INFO.labels(name, *labels).set(1)
+        self._shown = shown
 
     def _observations(
         self, out: frozenset[str], recent: frozenset[str]

@@ -5,12 +5,21 @@ reviewed in one place (docs/metrics.md lists them):
 
 - ``pool`` is a GPUHealthPolicy name and ``phase`` one of eleven phases: a few
   dozen series per pool;
-- ``reason`` comes from a closed vocabulary (check names and lifecycle
-  reasons), never from free text;
-- ``node`` appears only on the agent heartbeat gauge: one series per node,
-  bounded by the fleet; pods never appear in a label;
-- ``job`` is the ``pitcrew.dev/job`` label of training workloads: one series
-  per job and category, removed when the job's pods are gone.
+- ``reason`` is a lifecycle reason (a literal of ``pitcrew.core.lifecycle``) or
+  the CamelCase name of the failing check that took the node out (gpuhealth's
+  check names), never a message. Check names reach the operator in the report
+  the node's agent writes, so a tampered agent could choose its own node's
+  reason (at most 128 characters), never another node's (the admission policy):
+  the series stay one per node and transition, bounded by the fleet;
+- ``node`` appears only on the agent heartbeat gauge and on
+  ``pitcrew_gpunode_info``: one series per node, bounded by the fleet (a node's
+  info series is replaced when its phase or reason changes, never added to);
+  pods never appear in a label;
+- ``training_job`` names a training workload (``namespace/name``, from the
+  ``pitcrew.dev/job`` label or its launcher's): one series per job and category,
+  removed when the job's pods are gone, at most ``--max-jobs`` jobs. Not ``job``:
+  that is the label Prometheus gives every series of a scrape, and one of the
+  two would be renamed (or need ``honor_labels``).
 
 Counters are fed by the shell after a decision has been carried out (a
 transition that was not written did not happen); GPU-seconds and job time
@@ -119,24 +128,31 @@ HEARTBEAT = Gauge(
     "Unix time of the last report from the node's agent.",
     ["node"],
 )
+NODE_INFO = Gauge(
+    "pitcrew_gpunode_info",
+    "1 for each GPU node under one policy, with its phase and why it is there "
+    "(status.reason): who is out of service and why.",
+    ["node", "pool", "phase", "reason"],
+)
 JOB_SECONDS = Counter(
     "pitcrew_job_seconds_total",
     "Wall time of a training job by category: productive, wasted (progress lost at "
     "an interruption), recovery (after a node fault until it runs again), waiting.",
-    ["job", "category"],
+    ["training_job", "category"],
 )
 JOB_INTERRUPTIONS = Counter(
-    "pitcrew_job_interruptions_total", "Job interruptions by cause.", ["job", "cause"]
+    "pitcrew_job_interruptions_total", "Job interruptions by cause.", ["training_job", "cause"]
 )
 JOB_MFU = Gauge(
     "pitcrew_job_mfu_ratio",
     "Model FLOPs utilisation: achieved FLOP/s over the peak dense bf16 FLOP/s of its GPUs.",
-    ["job"],
+    ["training_job"],
 )
-JOB_GPUS = Gauge("pitcrew_job_gpus", "GPUs requested by the job's running pods.", ["job"])
+JOB_GPUS = Gauge("pitcrew_job_gpus", "GPUs requested by the job's running pods.", ["training_job"])
 JOBS_FOLDED = Gauge(
     "pitcrew_jobs_folded",
-    'Training jobs past --max-jobs, counted together as job="other" in the pitcrew_job_* series.',
+    'Training jobs past --max-jobs, counted together as training_job="other" in the '
+    "pitcrew_job_* series.",
 )
 
 

@@ -34,6 +34,8 @@ class Summary(NamedTuple):
     """A periodic verification is in flight."""
     history: tuple[Transition, ...] = ()
     """Its phase transitions (the accountant books GPU time by them)."""
+    reason: str = ""
+    """Why it is in its phase (``status.reason``), for ``pitcrew_gpunode_info``."""
 
 
 def verifying(status: GPUNodeStatus) -> bool:
@@ -51,6 +53,7 @@ def summarize(status: GPUNodeStatus) -> Summary:
         status.last_heartbeat,
         verifying(status),
         tuple(status.history),
+        status.reason,
     )
 
 

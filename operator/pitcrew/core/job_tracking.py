@@ -3,7 +3,7 @@
 Any user who may create pods can label them ``pitcrew.dev/job=<anything>``, and
 each job name would become new ``pitcrew_job_*`` series: without a bound, one
 tenant can exhaust Prometheus. So at most ``limit`` jobs are tracked by name;
-the others are summed as ``job="other"``.
+the others are summed as ``training_job="other"``.
 
 The set is sticky: a tracked job keeps its series while it lives (a counter
 that moved between a name and ``other`` would show a reset and a jump). Free

@@ -12,13 +12,15 @@ import json
 from dataclasses import dataclass
 
 IN_SERVICE = 'phase=~"Healthy|Spare"'
+OUT = 'phase!~"Healthy|Spare"'
 FLEET_GOODPUT = (
     f"sum by (pool) (rate(pitcrew_gpu_seconds_total{{{IN_SERVICE}}}[$__rate_interval]))"
     " / sum by (pool) (rate(pitcrew_gpu_seconds_total[$__rate_interval]))"
 )
 JOB_GOODPUT = (
-    'sum by (job) (rate(pitcrew_job_seconds_total{category="productive"}[$__rate_interval]))'
-    " / sum by (job) (rate(pitcrew_job_seconds_total[$__rate_interval]))"
+    "sum by (training_job) "
+    '(rate(pitcrew_job_seconds_total{category="productive"}[$__rate_interval]))'
+    " / sum by (training_job) (rate(pitcrew_job_seconds_total[$__rate_interval]))"
 )
 
 
@@ -28,6 +30,7 @@ class Panel:
     exprs: tuple[str, ...]
     unit: str = "short"
     kind: str = "timeseries"
+    """A Grafana panel type; a ``table`` shows the series of an instant query, one a row."""
     legend: str = ""
     description: str = ""
 
@@ -85,6 +88,30 @@ DASHBOARDS = (
                 "Reconcile errors per second",
                 ("sum(rate(pitcrew_reconcile_errors_total[$__rate_interval]))",),
                 "ops",
+            ),
+        ),
+    ),
+    Dashboard(
+        "pitcrew-out",
+        "Pitcrew / Who is out and why",
+        (
+            Panel(
+                "Nodes out of service",
+                (f"max by (node, pool, phase, reason) (pitcrew_gpunode_info{{{OUT}}})",),
+                kind="table",
+                description="Every node Pitcrew holds out of service, its phase and why "
+                "(status.reason: the failing check or the lifecycle's reason). "
+                "`kubectl get gpunode NODE -o yaml` has the message and the history.",
+            ),
+            Panel(
+                "Nodes out, by reason",
+                (f"count by (reason) (pitcrew_gpunode_info{{{OUT}}})",),
+                legend="{{reason}}",
+            ),
+            Panel(
+                "Nodes out, by phase and pool",
+                (f"count by (pool, phase) (pitcrew_gpunode_info{{{OUT}}})",),
+                legend="{{pool}} {{phase}}",
             ),
         ),
     ),
@@ -172,33 +199,44 @@ DASHBOARDS = (
         "pitcrew-jobs",
         "Pitcrew / Job goodput",
         (
-            Panel("Job goodput", (JOB_GOODPUT,), "percentunit", "stat", "{{job}}"),
+            Panel("Job goodput", (JOB_GOODPUT,), "percentunit", "stat", "{{training_job}}"),
             Panel(
                 "Job MFU",
                 ("pitcrew_job_mfu_ratio",),
                 "percentunit",
                 "stat",
-                "{{job}}",
+                "{{training_job}}",
                 "Achieved model FLOP/s over the peak dense bf16 FLOP/s of the job's GPUs.",
             ),
             Panel(
                 "Job time by category",
-                ("sum by (job, category) (rate(pitcrew_job_seconds_total[$__rate_interval]))",),
+                (
+                    "sum by (training_job, category) "
+                    "(rate(pitcrew_job_seconds_total[$__rate_interval]))",
+                ),
                 "percentunit",
-                legend="{{job}} {{category}}",
+                legend="{{training_job}} {{category}}",
             ),
             Panel(
                 "Interruptions per day, by cause",
-                ("sum by (job, cause) (increase(pitcrew_job_interruptions_total[1d]))",),
-                legend="{{job}} {{cause}}",
+                ("sum by (training_job, cause) (increase(pitcrew_job_interruptions_total[1d]))",),
+                legend="{{training_job}} {{cause}}",
             ),
-            Panel("GPUs in use", ("sum by (job) (pitcrew_job_gpus)",), legend="{{job}}"),
+            Panel(
+                "GPUs in use",
+                ("sum by (training_job) (pitcrew_job_gpus)",),
+                legend="{{training_job}}",
+            ),
         ),
     ),
 )
 
 
+HIDDEN = {"Time": True, "Value": True}
+
+
 def _panel(panel: Panel, index: int) -> dict[str, object]:
+    table = {"format": "table", "instant": True} if panel.kind == "table" else {}
     width = 8 if panel.kind == "stat" else 12
     per_row = 24 // width
     return {
@@ -210,9 +248,15 @@ def _panel(panel: Panel, index: int) -> dict[str, object]:
         "gridPos": {"h": 8, "w": width, "x": (index % per_row) * width, "y": (index // 2) * 8},
         "fieldConfig": {"defaults": {"unit": panel.unit}, "overrides": []},
         "targets": [
-            {"refId": chr(ord("A") + i), "expr": expr, "legendFormat": panel.legend}
+            {"refId": chr(ord("A") + i), "expr": expr, "legendFormat": panel.legend, **table}
             for i, expr in enumerate(panel.exprs)
         ],
+        **(
+            # One row a series, its labels as columns; no time or value column.
+            {"transformations": [{"id": "organize", "options": {"excludeByName": HIDDEN}}]}
+            if table
+            else {}
+        ),
     }
 
 

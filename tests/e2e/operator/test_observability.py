@@ -78,7 +78,7 @@ def test_goodput_after_a_fault_and_every_dashboard_query_returns_data(
     fleet.inject(fleet.nodes[0], FATAL_XID)
     # The ladder cannot succeed: the node ends Retired. Wait for that last phase, so
     # no phase series starts or stops inside the query window below.
-    fleet.wait_phase(fleet.nodes[0], "Retired", timeout=90)
+    reason = fleet.wait_phase(fleet.nodes[0], "Retired", timeout=90)["status"]["reason"]
     time.sleep(20)
 
     pool = f'pool="{fleet.group}"'
@@ -92,9 +92,13 @@ def test_goodput_after_a_fault_and_every_dashboard_query_returns_data(
     assert abs(float(goodput[0]["value"][1]) - 0.75) < 0.05  # 3 of 4 nodes in service
 
     interruptions = prometheus.query(
-        f'pitcrew_job_interruptions_total{{job="{workload_namespace}/{job}"}}'
+        f'pitcrew_job_interruptions_total{{training_job="{workload_namespace}/{job}"}}'
     )
     assert [s["metric"]["cause"] for s in interruptions] == ["node-fault"]
+    # The scrape's own `job` label is untouched: nothing of Pitcrew's collides with it.
+    assert [s["metric"]["job"] for s in interruptions] == ["pitcrew"]
+    out = prometheus.query(f'pitcrew_gpunode_info{{node="{fleet.nodes[0]}"}}')
+    assert [(s["metric"]["phase"], s["metric"]["reason"]) for s in out] == [("Retired", reason)]
     empty = [e for e in dashboards.expressions(rate_interval="1m") if not prometheus.query(e)]
     assert empty == []
 

@@ -43,6 +43,40 @@ def test_a_deleted_nodes_heartbeat_series_is_removed() -> None:
     assert heartbeat_of("acct-a") == T0.timestamp()
 
 
+def info_of(node: str) -> list[dict[str, str]]:
+    """The labels of every ``pitcrew_gpunode_info`` series of ``node``."""
+    return [
+        sample.labels
+        for metric in REGISTRY.collect()
+        if metric.name == "pitcrew_gpunode_info"
+        for sample in metric.samples
+        if sample.labels["node"] == node and sample.value == 1
+    ]
+
+
+def test_each_node_has_one_info_series_naming_its_phase_and_reason() -> None:
+    store = Store()
+    store.put("policy", policy_object())
+    store.put("node", node_object("acct-i"))
+    store.put("gpunode", gpunode("acct-i", healthy_status()))
+    accountant = Accountant(store, now=T0)
+    accountant.tick(T0)
+    assert info_of("acct-i") == [
+        {"node": "acct-i", "pool": "fleet", "phase": "Healthy", "reason": ""}
+    ]
+    out = healthy_status().model_copy(update={"phase": Phase.QUARANTINED, "reason": "Xid"})
+    store.put("gpunode", gpunode("acct-i", out))
+    accountant.tick(T0 + datetime.timedelta(seconds=5))
+    # Replaced, not added to: the Healthy series is gone.
+    assert info_of("acct-i") == [
+        {"node": "acct-i", "pool": "fleet", "phase": "Quarantined", "reason": "Xid"}
+    ]
+    store.put("node", store.nodes["acct-i"], deleted=True)
+    store.put("gpunode", store.gpunodes["acct-i"], deleted=True)
+    accountant.tick(T0 + datetime.timedelta(seconds=10))
+    assert info_of("acct-i") == []
+
+
 def test_goodput_is_answered_for_each_window_from_phase_time() -> None:
     store = Store()
     store.put("policy", policy_object())
@@ -66,7 +100,9 @@ def test_goodput_is_answered_for_each_window_from_phase_time() -> None:
 
 def job_seconds(job: str, category: str) -> float:
     return (
-        REGISTRY.get_sample_value("pitcrew_job_seconds_total", {"job": job, "category": category})
+        REGISTRY.get_sample_value(
+            "pitcrew_job_seconds_total", {"training_job": job, "category": category}
+        )
         or 0.0
     )
 
@@ -129,7 +165,7 @@ def test_a_pod_evicted_and_replaced_between_two_ticks_is_placed_at_its_deletion(
         {"productive": 4.0, "wasted": 0.0, "recovery": 1.0, "waiting": 0.0}
     )
     interruptions = REGISTRY.get_sample_value(
-        "pitcrew_job_interruptions_total", {"job": job, "cause": "node-fault"}
+        "pitcrew_job_interruptions_total", {"training_job": job, "cause": "node-fault"}
     )
     assert interruptions == 1
     # Counted for the pool of the job's nodes too (mean time between interruptions).
@@ -190,17 +226,17 @@ def test_ten_thousand_job_labels_leave_the_metrics_bounded() -> None:
     accountant = Accountant(store, now=T0, max_jobs=20)
     accountant.tick(T0 + datetime.timedelta(seconds=5))
     jobs = {
-        sample.labels["job"]
+        sample.labels["training_job"]
         for metric in REGISTRY.collect()
         if metric.name == "pitcrew_job_seconds"
         for sample in metric.samples
-        if sample.labels["job"].startswith(("train/acct-spam", "train/acct-big", "other"))
+        if sample.labels["training_job"].startswith(("train/acct-spam", "train/acct-big", "other"))
     }
     assert len(jobs) <= 21
     assert "train/acct-big" in jobs  # the largest job keeps its name
     assert "other" in jobs
     assert REGISTRY.get_sample_value("pitcrew_jobs_folded") == 10_001 - 20
-    assert REGISTRY.get_sample_value("pitcrew_job_gpus", {"job": "other"}) == 10_001 - 20
+    assert REGISTRY.get_sample_value("pitcrew_job_gpus", {"training_job": "other"}) == 10_001 - 20
     assert job_seconds("train/acct-web", "productive") == 0.0  # requests no GPU: no job
 
 
@@ -262,7 +298,7 @@ def test_a_jobset_is_accounted_by_its_own_name_without_pitcrews_labels() -> None
     store.put("pod", lost, deleted=True)
     accountant.tick(T0 + datetime.timedelta(seconds=10))
     interruptions = REGISTRY.get_sample_value(
-        "pitcrew_job_interruptions_total", {"job": "train/acct-js", "cause": "other"}
+        "pitcrew_job_interruptions_total", {"training_job": "train/acct-js", "cause": "other"}
     )
     assert interruptions == 1
 
