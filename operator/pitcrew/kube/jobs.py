@@ -1,10 +1,14 @@
 """Probe Jobs and remediation Jobs, pinned to one node.
 
 Both are Jobs so that Kubernetes owns retries, deadlines and clean-up
-(``ttlSecondsAfterFinished``). They are pinned with a hostname node selector
-(not ``spec.nodeName``), so the scheduler still accounts for the GPUs they
-take, and they tolerate the cordon and Pitcrew's own taints, which is how
-they run on a node that takes no other work. Names are deterministic (from
+(``ttlSecondsAfterFinished``). They are pinned to the Node by its name, with a
+required node affinity on the field ``metadata.name`` (:func:`pinned_to`, as the
+DaemonSet controller pins its pods), not by ``spec.nodeName``, so the scheduler
+still accounts for the GPUs they take; and not by the ``kubernetes.io/hostname``
+label, which the kubelet writes: root on one node could label it with another
+node's name and draw that node's probe, or its reset, to itself. They tolerate
+the cordon and Pitcrew's own taints, which is how they run on a node that takes
+no other work. Names are deterministic (from
 the decision's key), so creating a Job twice is a no-op.
 
 Probe pods request every GPU of the node (exclusive), use a low
@@ -56,6 +60,16 @@ class JobPods:
     """RuntimeClass of GPU pods (``nvidia`` where the NVIDIA runtime is not the default)."""
 
 
+def pinned_to(node: str) -> dict[str, Any]:
+    """The affinity that lets a pod run on Node ``node`` only, by the Node's name."""
+    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}
+        }
+    }
+
+
 def _job(
     *,
     name: str,
@@ -70,7 +84,7 @@ def _job(
 ) -> dict[str, Any]:
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
-        "nodeSelector": {"kubernetes.io/hostname": node},
+        "affinity": pinned_to(node),
         "tolerations": _tolerations(),
         "serviceAccountName": service_account,
         "containers": [container],
