@@ -77,6 +77,8 @@ def _begin_drain(b: Builder, why: str) -> None:
 
 
 def draining(b: Builder) -> None:
+    if _window_withdrawn(b):
+        return
     drain_spec = b.policy.spec.safety.drain
     drain = b.status.drain or DrainStatus(started_at=b.now)
     b.ensure_cordon(QUARANTINE_TAINT, b.status.reason, b.status.reason)
@@ -116,6 +118,22 @@ def draining(b: Builder) -> None:
         )
     else:
         _remediate_anyway(b, "DrainTimeoutEscalate", f"{len(workload)} pods left")
+
+
+def _window_withdrawn(b: Builder) -> bool:
+    """A drain for a maintenance window stops, and the node goes back in service, as
+    soon as the window no longer calls for it (deleted, moved later, or ended while the
+    drain waited): evicting on would move work for maintenance nobody will do. A
+    fault found meanwhile keeps the drain going."""
+    if b.status.reason != MAINTENANCE_REASON or worst_finding(b.status) is not None:
+        return False
+    if maintenance_due(b):
+        return False
+    window = b.node.maintenance
+    why = "withdrawn" if window is None else f"{window.name} no longer due"
+    b.set(drain=None)
+    back_in_service(b, "MaintenanceWithdrawn", f"maintenance {why}: the drain stopped")
+    return True
 
 
 def _timed_out_on_terminating(b: Builder, terminating: list[PodView]) -> None:
