@@ -79,6 +79,9 @@ REPAIR_FAILS_ANNOTATION: Final = f"{SIM_PREFIX}/repair-fails"
 PROBE_FOR_ANNOTATION: Final = f"{SIM_PREFIX}/probe-for"
 """How long a probe pod runs on this simulated node (a Duration; default: sim-agents'
 ``--probe-seconds``)."""
+CRASH_LOOP_ANNOTATION: Final = f"{SIM_PREFIX}/crash-loop"
+"""On a pod of a simulated node: kwok runs it and never readies it, its container
+restarting in CrashLoopBackOff (devcluster's ``stages.yaml``)."""
 
 # -- NVIDIA's names, read from Nodes ------------------------------------------------------------
 GPU_RESOURCE: Final = "nvidia.com/gpu"

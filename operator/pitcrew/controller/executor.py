@@ -32,7 +32,7 @@ from typing import assert_never
 
 from pitcrew.api.errors import PitcrewError
 from pitcrew.api.gpunode import GPUNodeStatus
-from pitcrew.api.policy import RemediationAction
+from pitcrew.api.policy import DrainTimeoutAction, RemediationAction
 from pitcrew.api.vocabulary import LAST_REMEDIATION, SPARE_TAINT, account_name
 from pitcrew.controller import metrics
 from pitcrew.controller.ports import Cluster, EventSink
@@ -40,7 +40,7 @@ from pitcrew.controller.settings import OperatorSettings, job_pods
 from pitcrew.controller.slurm import SlurmWatch
 from pitcrew.controller.store import Store
 from pitcrew.core import actions as a
-from pitcrew.core.budgets import BudgetLedger
+from pitcrew.core.budgets import BudgetLedger, EvictionPlan
 from pitcrew.core.convert import gpu_capacity
 from pitcrew.core.lifecycle import Decision
 from pitcrew.core.node_edits import NodeAction
@@ -130,8 +130,8 @@ class Executor:
         """What every drain asked of each PodDisruptionBudget that its watch does not
         show yet (:mod:`pitcrew.core.budgets`)."""
         self._recorded: set[tuple[str, str, str]] = set()
-        self._waits_said: dict[str, datetime.datetime | None] = {}
-        """Per node, the drain (its start) whose wait for a budget was said."""
+        self._waits_said: dict[str, tuple[datetime.datetime | None, set[str]]] = {}
+        """Per node, the drain (its start) and what it waits for that was said."""
         self._failures: dict[str, int] = {}
         """Consecutive failed executions per node: a node that keeps failing is retried
         with backoff, never in a tight loop."""
@@ -396,13 +396,16 @@ class Executor:
             now=now,
             parallelism=plan.policy.spec.safety.drain.max_parallel_evictions,
         )
+        several = {key for keys in chosen.several.values() for key in keys}
         with self._lock:
             self._ledger.settle(chosen, undone={*result.blocked, *result.gone, *result.skipped})
-            self._wait(plan.node, set(chosen.waiting.values()))
+            self._wait(plan.node, {*chosen.waiting.values(), *several})
         for pod, budget_key in chosen.waiting.items():
             # Not asked for: the budget's next change wakes the drain (no timer, no 429).
             result.budgets.setdefault(pod, budget_key)
-        waiting = len(chosen.waiting)
+        for pod, keys in chosen.several.items():
+            result.budgets.setdefault(pod, f"{' + '.join(keys)} (one pod, several budgets)")
+        waiting = len(chosen.waiting) + len(chosen.several)
         pool = plan.policy.name
         metrics.EVICTIONS.labels(pool, "evicted").inc(len(result.evicted))
         metrics.EVICTIONS.labels(pool, "blocked").inc(len(result.blocked))
@@ -413,6 +416,9 @@ class Executor:
         if (chosen.waiting or result.blocked) and self._first_wait(plan.node, status):
             message = _blocked_message(chosen.waiting, result.blocked)
             self._event(plan.node, "EvictionBlocked", message, warning=True, gpunode=False)
+        never = _never_message(chosen, plan.policy)
+        if never and self._first_wait(plan.node, status, never):
+            self._event(plan.node, "EvictionImpossible", never, warning=True)
         for pod, why in sorted(result.failed.items()):
             self._event(plan.node, "EvictionFailed", f"{pod}: {why}", warning=True, gpunode=False)
         if result.blocked or result.skipped:
@@ -454,17 +460,21 @@ class Executor:
             message = f"evicted {len(pods)} pods: {', '.join(pods)[:900]}"
             self._event(node, "Evicted", message, gpunode=False)
 
-    def _first_wait(self, node: str, status: GPUNodeStatus) -> bool:
+    def _first_wait(self, node: str, status: GPUNodeStatus, what: str = "") -> bool:
         """Whether this is the first time ``node``'s drain waits for a budget or is
-        refused an eviction: said once per drain. A node of thirty apps waits, in
-        turn, for thirty budgets, and a busy budget refuses some asks its watch had
-        not caught up with; an Event for each would outnumber the evictions. The
-        status's ``drain.blockedBy`` names the budgets as they change."""
+        refused an eviction (or, with ``what``, says that): said once per drain. A node
+        of thirty apps waits, in turn, for thirty budgets, and a busy budget refuses
+        some asks its watch had not caught up with; an Event for each would outnumber
+        the evictions. The status's ``drain.blockedBy`` names the budgets as they
+        change."""
         drain = status.drain.started_at if status.drain else None
         with self._lock:
-            if self._waits_said.get(node) == drain:
+            said = self._waits_said.get(node)
+            if said is None or said[0] != drain:
+                said = self._waits_said[node] = (drain, set())
+            if what in said[1]:
                 return False
-            self._waits_said[node] = drain
+            said[1].add(what)
         return True
 
     def _set_slurm_state(self, node: str, action: a.SetSlurmState) -> None:
@@ -593,6 +603,40 @@ class Executor:
                 self._progress_written.pop(node, None)
             else:
                 self._progress_written[node] = now
+
+
+def _never_message(chosen: EvictionPlan, policy: PolicyView) -> str:
+    """What no eviction can pass, said once per drain and per content
+    (:meth:`Executor._first_wait`): pods more than one budget covers, which the
+    eviction API refuses whatever the budgets allow, and budgets that keep every pod
+    they expect; empty when there is none. The drain waits for them to change, then
+    its timeout applies, as it says."""
+    spec = policy.spec.safety.drain
+    said = []
+    if chosen.several:
+        pods = "; ".join(
+            f"{pod}: {', '.join(keys)}" for pod, keys in sorted(chosen.several.items())
+        )
+        said.append(
+            f"{len(chosen.several)} pods are covered by more than one PodDisruptionBudget "
+            f"({pods[:600]}): the eviction API refuses such a pod whatever the budgets allow, "
+            "so it is not asked for until all but one of its budgets are gone"
+        )
+    if chosen.keeping:
+        budgets = ", ".join(sorted(chosen.keeping))[:600]
+        said.append(
+            f"PodDisruptionBudgets {budgets} keep every pod they expect (maxUnavailable 0, or "
+            "minAvailable as large as the app): no ready pod of theirs is evicted until the "
+            "budget or the app changes"
+        )
+    if not said:
+        return ""
+    timeout = (
+        "the drain waits for that (onTimeout: wait)"
+        if spec.on_timeout is DrainTimeoutAction.WAIT
+        else f"after {spec.timeout} the drain's onTimeout ({spec.on_timeout}) applies"
+    )
+    return f"{'; '.join(said)}; {timeout}"
 
 
 def _blocked_message(waiting: Mapping[str, str], refused: Mapping[str, str]) -> str:

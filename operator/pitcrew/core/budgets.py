@@ -18,6 +18,13 @@ when the budget changes, not on a timer. The apiserver stays the authority: a
 budget Pitcrew has not seen yet, or a race, still ends in a 429, retried with
 backoff as before. A refused request (a throttled apiserver answers 429 too)
 holds nothing.
+
+Which pods count against a budget at all is the apiserver's rule, modelled exactly by
+:func:`eviction_rule` (read it beside ``EvictionREST.Create`` in Kubernetes'
+``pkg/registry/core/pod/storage/eviction.go``): a Pending pod, and an unready one its
+budget lets go, is evicted at once and holds no room, as ``kubectl drain`` finds; a pod
+that more than one budget covers is refused by the apiserver whatever they allow, so
+it is not asked for, and the drain says so and waits for its timeout.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from __future__ import annotations
 import datetime
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 from pitcrew.core.convert import matches
@@ -33,6 +41,12 @@ from pitcrew.core.views import PodView
 HELD_FOR = datetime.timedelta(seconds=30)
 """How long an accepted eviction is held against a budget whose watched versions
 have not listed its pod: a lagging watch holds a drain no longer than this."""
+
+ALWAYS_ALLOW = "AlwaysAllow"
+"""``spec.unhealthyPodEvictionPolicy`` that lets every unready pod go."""
+MAX_DISRUPTED_PODS = 2000
+"""The apiserver's ``MaxDisruptedPodSize``: a budget that lists more disrupted pods
+than this refuses every eviction (403) until its controller catches up."""
 
 
 @dataclass(frozen=True)
@@ -44,24 +58,109 @@ class Budget:
     allowed: int
     version: str
     """Its resourceVersion: evictions made since this version are not in ``allowed``."""
+    current_healthy: int = 0
+    desired_healthy: int = 0
+    expected_pods: int = 0
+    unhealthy_policy: str = ""
+    """``spec.unhealthyPodEvictionPolicy``; empty is the default, ``IfHealthyBudget``."""
+    synced: bool = True
+    """``status.observedGeneration`` has caught up with ``metadata.generation``: the
+    apiserver refuses (429) every eviction counted against a budget not synced yet."""
+    disrupted: int = 0
+    """How many pods ``status.disruptedPods`` lists."""
+
+    @property
+    def room(self) -> int:
+        """Evictions of ready pods the apiserver allows now (``checkAndDecrement``)."""
+        if not self.synced or self.disrupted > MAX_DISRUPTED_PODS:
+            return 0
+        return max(0, self.allowed)
+
+    @property
+    def keeps_every_pod(self) -> bool:
+        """It wants every pod it expects healthy (``maxUnavailable: 0``, or
+        ``minAvailable`` as large as the app): no eviction of a ready pod ever passes
+        until the budget or the app changes."""
+        return 0 < self.expected_pods <= self.desired_healthy
 
 
 def budget(obj: Mapping[str, Any]) -> Budget | None:
     """A PodDisruptionBudget as watched; None for one that selects nothing (a null
     selector matches no pod in policy/v1)."""
     meta = obj.get("metadata") or {}
-    selector = (obj.get("spec") or {}).get("selector")
+    spec = obj.get("spec") or {}
+    selector = spec.get("selector")
     if selector is None:
         return None
-    allowed = (obj.get("status") or {}).get("disruptionsAllowed") or 0
+    status = obj.get("status") or {}
     namespace = str(meta.get("namespace", ""))
     return Budget(
         key=f"{namespace}/{meta.get('name', '')}",
         namespace=namespace,
         selector=selector,
-        allowed=int(allowed),
+        allowed=int(status.get("disruptionsAllowed") or 0),
         version=str(meta.get("resourceVersion", "")),
+        current_healthy=int(status.get("currentHealthy") or 0),
+        desired_healthy=int(status.get("desiredHealthy") or 0),
+        expected_pods=int(status.get("expectedPods") or 0),
+        unhealthy_policy=str(spec.get("unhealthyPodEvictionPolicy") or ""),
+        synced=int(status.get("observedGeneration") or 0) >= int(meta.get("generation") or 0),
+        disrupted=len(status.get("disruptedPods") or {}),
     )
+
+
+class Gate(Enum):
+    """What the apiserver does with an eviction, before it looks at any budget's room."""
+
+    FREE = "free"
+    """Deleted without counting against a budget: the pod is Pending, finished or
+    already being deleted, no budget covers it, or it is unready and its budget lets
+    it go."""
+    BUDGET = "budget"
+    """Counted against its one budget: made only while the budget has room."""
+    SEVERAL = "several"
+    """Refused (500, ``This pod has more than one PodDisruptionBudget``) whatever the
+    budgets allow, for as long as more than one covers the pod."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    gate: Gate
+    budgets: tuple[str, ...] = ()
+    """The budgets that cover the pod (``namespace/name``), in the order given."""
+    why: str = ""
+    """Why, for a message."""
+
+
+def eviction_rule(pod: PodView, covering: Sequence[Budget]) -> Rule:
+    """What the apiserver does when asked to evict ``pod``, whose namespace's budgets
+    matching its labels are ``covering``; the rules of ``EvictionREST.Create`` in the
+    order it applies them:
+
+    1. ``canIgnorePDB``: a pod Pending, Succeeded or Failed, or already being deleted,
+       is deleted without a look at any budget, however many cover it.
+    2. No budget covers it: deleted. More than one: refused (500), every time.
+    3. One budget and an unready pod (``IsPodReady`` false): deleted without counting
+       under ``unhealthyPodEvictionPolicy: AlwaysAllow``; under ``IfHealthyBudget`` (or
+       none) only while the budget is healthy, ``currentHealthy >= desiredHealthy``
+       and ``desiredHealthy > 0``.
+    4. Otherwise counted against the budget (``checkAndDecrement``; its room is
+       :attr:`Budget.room`).
+    """
+    keys = tuple(b.key for b in covering)
+    if pod.pending or pod.finished or pod.terminating:
+        return Rule(Gate.FREE, keys, "not running: no budget is asked")
+    if not covering:
+        return Rule(Gate.FREE, keys, "no budget covers it")
+    if len(covering) > 1:
+        return Rule(Gate.SEVERAL, keys, "more than one budget covers it")
+    only = covering[0]
+    if not pod.ready:
+        if only.unhealthy_policy == ALWAYS_ALLOW:
+            return Rule(Gate.FREE, keys, "unready, and its budget always lets such pods go")
+        if only.current_healthy >= only.desired_healthy > 0:
+            return Rule(Gate.FREE, keys, "unready, and its budget is healthy without it")
+    return Rule(Gate.BUDGET, keys, "counted against its budget")
 
 
 @dataclass(frozen=True)
@@ -71,6 +170,12 @@ class EvictionPlan:
     """pod key -> the budget (``namespace/name``) that allows no more disruptions."""
     covering: dict[str, tuple[str, ...]]
     """pod key -> the budgets each pod asked for counts against."""
+    several: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """pod key -> the budgets that cover it, for a pod more than one covers: its
+    eviction can never pass while they do, so it is not asked for."""
+    keeping: frozenset[str] = frozenset()
+    """The budgets waited for that keep every pod they expect
+    (:attr:`Budget.keeps_every_pod`): no wait for them ends by itself."""
 
 
 def plan_evictions(
@@ -79,34 +184,46 @@ def plan_evictions(
     budgets: Iterable[Budget],
     spent: Mapping[str, int],
 ) -> EvictionPlan:
-    """The pods to evict now: every pod no budget covers, and under each budget at most
-    its ``disruptionsAllowed`` less ``spent`` (evictions already made since the version
-    read). A pod two budgets cover needs room in both."""
+    """The pods to evict now, by :func:`eviction_rule`: every pod no budget counts,
+    and under each budget at most its :attr:`Budget.room` less ``spent`` (evictions
+    already made since the version read)."""
     by_namespace: dict[str, list[Budget]] = {}
     for found in budgets:
         by_namespace.setdefault(found.namespace, []).append(found)
-    room = {
-        b.key: b.allowed - spent.get(b.key, 0) for found in by_namespace.values() for b in found
-    }
+    room = {b.key: b.room - spent.get(b.key, 0) for found in by_namespace.values() for b in found}
     now: list[PodView] = []
     waiting: dict[str, str] = {}
     counted: dict[str, tuple[str, ...]] = {}
+    several: dict[str, tuple[str, ...]] = {}
+    keeping: set[str] = set()
     for pod in pods:
         pod_labels = dict(labels.get(pod.key) or {})
         covering = [
-            b.key
-            for b in by_namespace.get(pod.namespace, [])
-            if matches(dict(b.selector), pod_labels)
+            b for b in by_namespace.get(pod.namespace, []) if matches(dict(b.selector), pod_labels)
         ]
-        full = next((key for key in covering if room[key] <= 0), None)
-        if full is not None:
-            waiting[pod.key] = full
+        rule = eviction_rule(pod, covering)
+        if rule.gate is Gate.SEVERAL:
+            several[pod.key] = tuple(sorted(rule.budgets))
             continue
-        for key in covering:
+        if rule.gate is Gate.BUDGET:
+            (key,) = rule.budgets
+            if room[key] <= 0:
+                waiting[pod.key] = key
+                if covering[0].keeps_every_pod:
+                    keeping.add(key)
+                continue
             room[key] -= 1
-        counted[pod.key] = tuple(covering)
+            counted[pod.key] = (key,)
+        else:
+            counted[pod.key] = ()
         now.append(pod)
-    return EvictionPlan(now=tuple(now), waiting=waiting, covering=counted)
+    return EvictionPlan(
+        now=tuple(now),
+        waiting=waiting,
+        covering=counted,
+        several=several,
+        keeping=frozenset(keeping),
+    )
 
 
 @dataclass

@@ -59,6 +59,10 @@ def pod_view(
         ),
         "",
     )
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in (pod.get("status") or {}).get("conditions") or []
+    )
     job = identity.name if (identity := training_job(pod)) else ""
     return PodView(
         namespace=meta.get("namespace", ""),
@@ -76,6 +80,8 @@ def pod_view(
         job=job,
         job_name=str(labels.get("batch.kubernetes.io/job-name") or labels.get("job-name") or ""),
         succeeded=phase == "Succeeded",
+        pending=phase == "Pending",
+        ready=ready,
         disruption=disruption,
         grace_seconds=int((pod.get("spec") or {}).get("terminationGracePeriodSeconds") or 30),
     )

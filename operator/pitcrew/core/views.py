@@ -57,6 +57,12 @@ class PodView:
     slurmd: bool = False
     """The pod that runs the node's slurmd: Slurm's drain moves its jobs; evicting it
     would kill them without Slurm knowing why."""
+    pending: bool = False
+    """Phase Pending (bound, not started): the eviction API deletes it without asking
+    its budget (:func:`pitcrew.core.budgets.eviction_rule`)."""
+    ready: bool = True
+    """Its ``Ready`` condition is True: a budget counts only ready pods as healthy, and
+    lets unready ones go by its ``unhealthyPodEvictionPolicy``."""
 
     @property
     def key(self) -> str:

@@ -7,7 +7,10 @@ which is harmless since a refused eviction did nothing). 404 means the pod is
 already gone. Each pod's own grace period applies (the eviction carries no
 override), DaemonSet and mirror pods are never selected (see
 :attr:`pitcrew.core.views.PodView.evictable`). A forced drain deletes pods
-directly, which bypasses PDBs and is only done when the policy says so.
+directly, which bypasses PDBs and is only done when the policy says so; a pod
+already being deleted is deleted with grace period 0 (:func:`force_grace`), as
+``kubectl delete --force --grace-period=0`` does, since a second delete with its
+own grace period changes nothing.
 """
 
 from __future__ import annotations
@@ -97,13 +100,21 @@ def evict(
     return result
 
 
+def force_grace(pod: PodView) -> int:
+    """The grace period a forced delete gives ``pod``: its own to a running pod (it may
+    still stop cleanly, without a budget's leave), none to one already being deleted,
+    which had its grace and is stuck (a kubelet that never confirms, on a broken
+    node): grace 0 removes it from the API at once."""
+    return 0 if pod.terminating else pod.grace_seconds
+
+
 def force_delete(api: client.ApiClient, pods: Iterable[PodView]) -> list[str]:
     core = client.CoreV1Api(api)
     deleted = []
     for pod in pods:
         try:
             core.delete_namespaced_pod(
-                pod.name, pod.namespace, grace_period_seconds=pod.grace_seconds
+                pod.name, pod.namespace, grace_period_seconds=force_grace(pod)
             )
             deleted.append(pod.key)
         except client.ApiException as error:

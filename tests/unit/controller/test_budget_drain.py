@@ -28,7 +28,7 @@ def training_pod(name: str) -> dict[str, Any]:
             "ownerReferences": [{"kind": "ReplicaSet", "controller": True, "name": "rs"}],
         },
         "spec": {"nodeName": "n1"},
-        "status": {"phase": "Running"},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
     }
 
 
@@ -284,3 +284,76 @@ def test_a_budget_change_wakes_only_the_drains_that_wait_for_it() -> None:
 def test_many_drains_write_their_progress_less_often_each() -> None:
     assert progress_every(1) == progress_every(300) == PROGRESS_EVERY
     assert progress_every(750).total_seconds() == 75  # ten writes a second for all
+
+
+def budget_object(name: str, labels: dict[str, str], **status: object) -> dict[str, object]:
+    return {
+        "metadata": {"namespace": "train", "name": name, "resourceVersion": version()},
+        "spec": {"selector": {"matchLabels": labels}},
+        "status": status,
+    }
+
+
+def test_crash_looping_and_pending_pods_go_although_their_budget_allows_nothing() -> None:
+    """As the eviction API lets them go, and ``kubectl drain`` finds: the budget keeps
+    two healthy of two pods and has one; the unready one disrupts nothing."""
+    shell = training_shell(0, allowed=0)
+    crashing = training_pod("crashing")
+    crashing["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}]}
+    pending = training_pod("pending")
+    pending["status"] = {"phase": "Pending"}
+    for pod in (crashing, pending):
+        shell.store.put("pod", pod)
+    shell.store.put(
+        "pdb",
+        budget_object(
+            "llm",
+            APP,
+            disruptionsAllowed=0,
+            currentHealthy=1,
+            desiredHealthy=2,
+            expectedPods=2,
+            observedGeneration=1,
+        )
+        | {"spec": {"selector": {"matchLabels": APP}, "unhealthyPodEvictionPolicy": "AlwaysAllow"}},
+    )
+    draining(shell, rounds=3)
+    asked = {k for keys in shell.cluster.writes("evict") for k in keys}
+    assert asked == {"train/crashing", "train/pending"}
+    assert not [r for _, r, _, _ in shell.events.posted if r == "EvictionBlocked"]
+
+
+def test_a_pod_under_two_budgets_is_not_asked_for_and_the_drain_says_why_once() -> None:
+    shell = training_shell(1, allowed=0)
+    shell.store.put("pdb", pdb(5))
+    shell.store.put("pdb", budget_object("everything", {}, disruptionsAllowed=5))
+    draining(shell, rounds=4)
+    assert shell.phase("n1") is Phase.DRAINING
+    assert [k for keys in shell.cluster.writes("evict") for k in keys] == []
+    said = [(ref.kind, m) for ref, r, m, _ in shell.events.posted if r == "EvictionImpossible"]
+    assert [kind for kind, _ in said] == ["Node", "GPUNode"]  # once, on both
+    assert "train/trainer-0: train/everything, train/llm" in said[0][1]
+    assert "after 30m the drain's onTimeout (escalate) applies" in said[0][1]
+    drain = shell.store.status("n1").drain
+    assert drain is not None
+    assert drain.blocked_by == "train/everything + train/llm (one pod, several budgets)"
+    assert shell.executor.waiting_for("train/everything") == ["n1"]
+    shell.rounds.dirty.clear()
+    shell.rounds.observe("pdb", budget_object("everything", {}), deleted=True)
+    assert shell.rounds.dirty == {"n1"}  # one budget gone: the pod may go now
+    shell.round("n1")
+    assert [k for keys in shell.cluster.writes("evict") for k in keys] == ["train/trainer-0"]
+
+
+def test_a_budget_that_keeps_every_pod_is_said_to_hold_the_drain_until_it_changes() -> None:
+    shell = training_shell(1, allowed=0)
+    shell.store.put(
+        "pdb",
+        budget_object(
+            "llm", APP, disruptionsAllowed=0, currentHealthy=1, desiredHealthy=1, expectedPods=1
+        ),
+    )
+    draining(shell, rounds=3)
+    said = [m for _, r, m, _ in shell.events.posted if r == "EvictionImpossible"]
+    assert said
+    assert said[0].startswith("PodDisruptionBudgets train/llm keep every pod they expect")

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
+import pytest
 from kubernetes import client
 
+from pitcrew.core.views import PodView
+from pitcrew.kube import evictions
 from pitcrew.kube.evictions import budget_name
 
 # The body kube-apiserver answers a PDB-refused eviction with
@@ -42,3 +46,25 @@ def test_the_refusing_budget_is_named_with_its_namespace() -> None:
 def test_a_throttling_429_names_no_budget() -> None:
     throttled = {"kind": "Status", "message": "Too many requests, please try again later."}
     assert budget_name(refusal(throttled), namespace="train") == ""
+
+
+def test_a_forced_drain_gives_pods_already_terminating_no_grace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pod stuck Terminating (a dead kubelet never confirms) had its grace period: a
+    second delete with the same period changes nothing, grace 0 removes it."""
+    deletes: list[tuple[str, int]] = []
+
+    class Core:
+        def __init__(self, api: object) -> None:
+            pass
+
+        def delete_namespaced_pod(self, name: str, namespace: str, **kwargs: Any) -> None:
+            deletes.append((name, kwargs["grace_period_seconds"]))
+
+    monkeypatch.setattr(evictions.client, "CoreV1Api", Core)
+    running = PodView(namespace="train", name="running", grace_seconds=45)
+    stuck = PodView(namespace="train", name="stuck", grace_seconds=45, terminating=True)
+    deleted = evictions.force_delete(client.ApiClient(), [running, stuck])
+    assert deleted == ["train/running", "train/stuck"]
+    assert deletes == [("running", 45), ("stuck", 0)]

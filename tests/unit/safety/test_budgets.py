@@ -50,12 +50,13 @@ def test_evictions_held_against_a_budget_are_counted() -> None:
     assert set(plan.waiting) == {"train/a", "train/b"}
 
 
-def test_a_pod_two_budgets_cover_needs_room_in_both() -> None:
+def test_a_pod_two_budgets_cover_is_refused_whatever_room_both_have() -> None:
+    """The eviction API answers 500 for a pod under more than one budget."""
     both = {"app": "llm", "tier": "gpu"}
-    budgets = [pdb("llm", 3, APP), pdb("gpu", 0, {"tier": "gpu"})]
+    budgets = [pdb("llm", 3, APP), pdb("gpu", 3, {"tier": "gpu"})]
     plan = plan_evictions(pods("a"), {"train/a": both}, budgets, {})
     assert plan.now == ()
-    assert plan.waiting == {"train/a": "train/gpu"}
+    assert plan.several == {"train/a": ("train/gpu", "train/llm")}
     assert plan.covering == {}
 
 
