@@ -91,7 +91,8 @@ DRAIN_SECONDS = Histogram(
 EVICTIONS = Counter(
     "pitcrew_evictions_total",
     "Evictions by result: evicted, blocked (a PodDisruptionBudget refused the request), "
-    "failed, waiting (not asked for: its budget allows no disruption now).",
+    "failed, waiting (not asked for: its budget allows no disruption now, or more than one "
+    "budget covers the pod, which the eviction API always refuses).",
     ["pool", "result"],
 )
 BREAKER_OPEN = Gauge(
