@@ -93,7 +93,7 @@ def test_a_lightning_job_launched_by_jobset_is_accounted_and_drained_at_its_chec
         # MFU from the FLOPs Lightning's batch was counted at, over the nodes' H100 peak.
         eventually(
             lambda: gauges(pitcrew, "pitcrew_job_mfu_ratio").get(job, 0) > 0,
-            timeout=30,
+            timeout=90,  # the FLOPs come with a later report than the first steps
             what="the job's MFU from the FLOPs per step the hook counted",
         )
         assert gauges(pitcrew, "pitcrew_job_gpus").get(job) == 16
