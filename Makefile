@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test lint unit e2e chaos devcluster-build prometheus slurm clean
+.PHONY: demo test lint unit e2e chaos devcluster-build prometheus slurm images images-check image-tools clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -50,6 +50,24 @@ slurm:
 	    slurmctld slurmd slurm-client munge && \
 	  if [ -z "$$had_munge" ] && [ -d /run/systemd/system ]; then \
 	    $(SUDO) systemctl disable --now munge.service || true; fi; }
+
+# The images are built without a container daemon and without pulling from a registry:
+# mmdebstrap makes a Debian base, podman builds the Dockerfile on it (chroot isolation)
+# and writes OCI archives and SBOMs to dist/ (scripts/build-images.sh). runc runs them:
+# the crun that bookworm's podman prefers refuses hosts with cgroup v1 and v2 mounted at once.
+image-tools:
+	@command -v mmdebstrap >/dev/null && command -v podman >/dev/null && \
+	  command -v runc >/dev/null && command -v newuidmap >/dev/null || { \
+	  echo "installing image tools (Debian packages mmdebstrap podman runc uidmap)"; \
+	  $(SUDO) apt-get update -qq && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    mmdebstrap podman runc uidmap; }
+
+images: image-tools
+	scripts/build-images.sh
+
+images-check: image-tools
+	scripts/check-images.sh
 
 devcluster-build: $(VENV)/.installed
 	$(BIN)/pitcrew devcluster build

@@ -34,7 +34,40 @@ def stages() -> dict[str, list[dict[str, str]]]:
 
 
 def test_stages_and_the_default_target() -> None:
-    assert list(stages()) == ["build", "nccl-tests", "probe", "pitcrew"]  # last = default
+    assert list(stages()) == ["build", "probe", "pitcrew"]  # last = default
+
+
+def test_every_image_starts_from_a_python_the_package_supports() -> None:
+    """One base for both images, a build-arg (`make images` passes a local one),
+    whose default is a public image with a Python that requires-python accepts."""
+    bases = [i["value"].split()[0] for i in instructions() if i["instruction"] == "FROM"]
+    assert set(bases) == {"${PYTHON_IMAGE}"}
+    default = next(
+        i["value"].split("=", 1)[1]
+        for i in instructions()
+        if i["instruction"] == "ARG" and i["value"].startswith("PYTHON_IMAGE=")
+    )
+    minor = int(default.removeprefix("python:3.").split("-")[0])
+    requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    assert minor >= int(requires.removeprefix(">=3."))
+
+
+def test_only_the_package_sources_are_copied_in() -> None:
+    """No .venv, tests or docs in an image: what is copied from the context."""
+    copied = {
+        source
+        for i in instructions()
+        if i["instruction"] == "COPY" and not i["value"].startswith("--from=")
+        for source in i["value"].split()[:-1]
+    }
+    assert copied == {
+        "pyproject.toml",
+        "README.md",
+        "LICENSE",
+        "NOTICE",
+        "operator",
+        "healthchecks",
+    }
 
 
 def test_images_run_pitcrew_as_an_unprivileged_user() -> None:
