@@ -64,6 +64,7 @@ fail() { echo "scripts/check-images.sh: $*" >&2; exit 1; }
 load() { # archive -> the loaded image's name
   [ -s "$1" ] || fail "$1 is missing: run make images"
   podman load --quiet --input "$1" | sed -n 's/^Loaded image[^:]*: //p' | cut -d, -f1
+  podman image prune --force >/dev/null # what earlier archives loaded under the same name
 }
 
 image=$(load "dist/pitcrew-$VERSION.oci.tar")
