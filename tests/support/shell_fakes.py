@@ -20,6 +20,7 @@ from pitcrew.api.vocabulary import GPU_RESOURCE
 from pitcrew.controller.executor import Executor as PlanExecutor
 from pitcrew.controller.policy_status import PolicyStatusWriter
 from pitcrew.controller.rounds import RoundLoop
+from pitcrew.controller.slurm import SlurmWatch
 from pitcrew.controller.store import Store
 from pitcrew.core import node_edits
 from pitcrew.core.convert import node_view
@@ -275,6 +276,7 @@ class Shell:
         remediator_fails: str | None = None,
         dry_run: bool = False,
         now: datetime.datetime = T0,
+        slurm: SlurmWatch | None = None,
     ) -> None:
         self.now = now
         self.leading = True
@@ -299,6 +301,7 @@ class Shell:
             clock=lambda: self.now,
             requeue=lambda node, seconds: self.requeued.append((node, seconds)),
             leading=lambda: self.leading,
+            slurm=slurm,
         )
         self.policy_status = PolicyStatusWriter(
             cluster=self.cluster,
@@ -315,6 +318,7 @@ class Shell:
             pool=self.pool,
             settings=settings,
             clock=lambda: self.now,
+            slurm=slurm,
         )
         objects = self.cluster.objects
         objects["policy"] = {"fleet": policy}

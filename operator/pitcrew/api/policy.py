@@ -538,8 +538,10 @@ class SlurmSpec(ApiModel):
 
     enabled: bool = Field(
         default=False,
-        description="Drain and resume this policy's nodes in Slurm too (needs the "
-        "operator's Slurm client: the chart's slurm.enabled).",
+        description="Drain and resume this policy's nodes in Slurm too. Needs the "
+        "operator's Slurm client (its --slurm-scontrol flag): without it, every node of "
+        "the policy is a Slurm node of unknown state (condition SlurmReadable False), "
+        "whose drain waits until drain.timeout.",
     )
     namespace: str = Field(
         default="slurm",
@@ -554,7 +556,16 @@ class SlurmSpec(ApiModel):
         max_length=316,
         description="Label of a slurmd pod whose value is its Slurm node name (Slinky's "
         "NodeSet pods carry this one). A node with no such pod is the Slurm node of "
-        "its own Kubernetes name.",
+        "its own Kubernetes name. A name Slurm does not list stands for the one Slurm "
+        "node that is its short form (the part before the first dot: Slurm's default "
+        "NodeName is the short host name), or whose short form it is.",
+    )
+    down_grace: Duration = duration_field(
+        "5m",
+        "Under drain.onTimeout force: how long after the drain timeout (when the Slurm "
+        "node is set DOWN) Slurm may still show jobs on it (a job stuck COMPLETING) or "
+        "be unreadable before the remediation starts anyway.",
+        name="slurm.downGrace",
     )
 
 

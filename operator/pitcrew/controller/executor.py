@@ -222,12 +222,24 @@ class Executor:
             self._recorded.add(key)
         self._event(node, reason, message, warning=True)
 
-    def release(self, node: str) -> None:
-        """Lift Pitcrew's marks from a node no policy manages any more."""
+    def release(self, node: str, *, slurm_node: str = "") -> None:
+        """Lift Pitcrew's marks from a node no policy manages any more: its cordon and
+        taints, and its drain of Slurm node ``slurm_node`` (when given)."""
         message = "no GPUHealthPolicy manages this node: Pitcrew's cordon and taints lifted"
         try:
             if self._edit_node(node, a.Uncordon(reason="Unmanaged", message=message)):
                 self._event(node, "Unmanaged", message)
+            if slurm_node:
+                self._set_slurm_state(
+                    node,
+                    a.SetSlurmState(
+                        node=slurm_node,
+                        state="RESUME",
+                        reason="SlurmResumed",
+                        message=f"Slurm node {slurm_node} resumed: no GPUHealthPolicy "
+                        "manages this node",
+                    ),
+                )
         except Exception:
             metrics.RECONCILE_ERRORS.inc()
             logger.exception("lifting Pitcrew's marks from %s failed; it is retried", node)

@@ -61,7 +61,15 @@ from pitcrew.core.lifecycle import Decision
 from pitcrew.core.maintenance import covering
 from pitcrew.core.rest import fleet_signature, quiet_until
 from pitcrew.core.round import Decided, Due, decide_round, member
-from pitcrew.core.views import FleetView, NodeState, NodeView, PolicyView
+from pitcrew.core.slurm import slurm_name
+from pitcrew.core.views import (
+    FleetView,
+    NodeState,
+    NodeView,
+    PolicyView,
+    SlurmNodeView,
+    SlurmUnreadable,
+)
 
 logger = logging.getLogger(__name__)
 RESYNC_CHUNK = 200
@@ -82,6 +90,7 @@ compared strictly, so a decision exactly at one would decide the same."""
 WATCHED = ("policy", "node", "gpunode", "pod", "run")
 PRIME_BACKOFF = (1.0, 2.0, 5.0, 10.0, 30.0)
 Clock = Callable[[], datetime.datetime]
+NO_CLIENT = "the operator runs without Slurm's client (its --slurm-scontrol flag is not set)"
 
 
 class Steppable(Protocol):
@@ -168,6 +177,8 @@ class RoundLoop:
         if kind == "node" and deleted and name:
             self.resting.pop(name, None)
             self.executor.forget(name)
+            if self.slurm is not None:
+                self.slurm.forget(name)
         if name:
             self.mark([name])
 
@@ -435,17 +446,23 @@ class RoundLoop:
 
     def _release_if_marked(self, name: str, node: dict[str, Any]) -> None:
         """A node no policy manages (policy deleted, node relabelled, overlap) loses
-        Pitcrew's cordon and taints; a cordon someone else made stays."""
+        Pitcrew's cordon and taints, and Pitcrew's Slurm drain (which its status
+        remembers, and Slurm still shows as Pitcrew's); a cordon or a drain someone
+        else made stays."""
         view = node_view(node)
         ours = any(view.has_taint(t) for t in PITCREW_TAINTS)
-        if not (view.cordoned_by_pitcrew or view.stale_cordon_claim or ours):
+        if self.slurm is not None:
+            self.slurm.forget(name)
+        slurm = self._drained_before(self.executor.known(name))
+        slurm_node = slurm.name if isinstance(slurm, SlurmNodeView) and slurm.pitcrews else ""
+        if not (view.cordoned_by_pitcrew or view.stale_cordon_claim or ours or slurm_node):
             return
         self.in_flight.add(name)
 
         def done(_: object) -> None:
             self._on_loop(self._landed, name)
 
-        self.pool.submit(self.executor.release, name).add_done_callback(done)
+        self.pool.submit(self.executor.release, name, slurm_node=slurm_node).add_done_callback(done)
 
     def _landed(self, node: str) -> None:
         self.in_flight.discard(node)
@@ -462,12 +479,35 @@ class RoundLoop:
         labels = node.get("metadata", {}).get("labels") or {}
         maintenance = covering(name, labels, self.store.maintenance_windows(), self.clock())
         spec = policy.spec.slurm
-        if self.slurm is None or not spec.enabled:
-            view = node_view(node, pods, self.store.job_checkpoints)
-            return replace(view, maintenance=maintenance)
-        slurm, slurmd = self.slurm.view(name, pods, spec, taking_out=status.phase in TAKEN_OUT)
-        view = node_view(node, pods, self.store.job_checkpoints, slurmd=slurmd)
+        slurm: SlurmNodeView | SlurmUnreadable | None = None
+        slurmd = ""
+        if spec.enabled and self.slurm is None:
+            # Without Slurm's client the state is unknown, not absent: the slurmd pod is
+            # still known (never evicted) and the drain waits for Slurm to its timeout.
+            slurm_node, slurmd = slurm_name(name, pods, spec)
+            slurm = SlurmUnreadable(slurm_node, NO_CLIENT)
+        elif spec.enabled:
+            assert self.slurm is not None
+            taking_out = status.phase in TAKEN_OUT
+            slurm, slurmd = self.slurm.view(name, pods, spec, taking_out=taking_out)
+        else:
+            if self.slurm is not None:
+                self.slurm.forget(name)
+            slurm = self._drained_before(status)
+        view = node_view(
+            node, pods, self.store.job_checkpoints, slurmd=slurmd
+        )
         return replace(view, slurm=slurm, maintenance=maintenance)
+
+    def _drained_before(self, status: GPUNodeStatus) -> SlurmNodeView | SlurmUnreadable | None:
+        """The Slurm node of a node whose policy no longer drains through Slurm, when the
+        status says Pitcrew drained it: the drain is to be undone."""
+        remembered = status.slurm
+        if remembered is None or remembered.drained_by != "pitcrew":
+            return None
+        if self.slurm is None:
+            return SlurmUnreadable(remembered.node, NO_CLIENT)
+        return self.slurm.node(remembered.node)
 
     def _policy_for(self, name: str) -> PolicyView | None:
         matched = self.store.policies_of(name)

@@ -9,10 +9,21 @@ Jobs are read only for the Slurm nodes whose Kubernetes node Pitcrew is taking
 out (a few at a time, bounded by ``maxConcurrentDrains``): their comments carry
 the jobs' progress reports, and so their checkpoints.
 
-Slurm out of reach (slurmctld restarting, the client missing) leaves the last
-view in place for one interval and then none: a decision without a Slurm view
-drains and resumes nothing in Slurm, and no remediation starts on a node whose
-Slurm node has not been seen drained (:mod:`pitcrew.core.lifecycle`).
+A Kubernetes node is matched to a Slurm node by name (:func:`pitcrew.core.slurm.matches`:
+the exact name, else the one short or long form of it), and each Slurm name to the
+Kubernetes nodes that claim it; a claim is dropped when its node is deleted or no
+longer decided as a Slurm node (:meth:`SlurmWatch.forget`), so the node that
+replaces it is not a second claimant for ever.
+
+A node whose Slurm state cannot be known now gets a
+:class:`~pitcrew.core.views.SlurmUnreadable` view, never "no Slurm node": Slurm out of
+reach or slow past :attr:`SlurmWatch.stale_after` (slurmctld restarting, the client
+missing), an entry of its name that does not parse, a name that stands for two Slurm
+nodes or is claimed by two Kubernetes nodes, a slurmd pod naming a node Slurm does not
+list. The lifecycle then drains and resumes nothing in Slurm, and a drain waits for
+it up to its timeout (:mod:`pitcrew.core.lifecycle.slurm`). The nodes are published as
+soon as they are read, before any job is, and job reads stop after ``interval`` (the
+rest go first in the next poll), so a slow ``squeue`` never ages the node view.
 """
 
 from __future__ import annotations
@@ -27,8 +38,8 @@ from typing import Any
 
 from pitcrew.api.policy import SlurmSpec
 from pitcrew.client.progress import decode
-from pitcrew.core.slurm import slurm_name
-from pitcrew.core.views import SlurmJobView, SlurmNodeView
+from pitcrew.core.slurm import Read, by_short_name, matches, slurm_name
+from pitcrew.core.views import SlurmJobView, SlurmNodeView, SlurmUnreadable
 from pitcrew.slurm.control import Slurm, SlurmError
 
 logger = logging.getLogger(__name__)
@@ -47,16 +58,29 @@ class SlurmWatch:
         self.interval = interval
         self.wake = wake
         self.clock = clock
+        self.stale_after = 2 * (interval + slurm.timeout)
+        """Age past which a read is no view: a poll is one ``scontrol`` call (at most
+        ``timeout``), at most ``interval`` of job reads and one more call, then a wait
+        of ``interval``; older than that, slurmctld stopped answering."""
         self._lock = threading.Lock()
-        self._nodes: dict[str, SlurmNodeView] = {}
+        self._read = Read[dict[str, SlurmNodeView]]({})
+        self._listed: set[str] = set()
+        """Every name in the read: its nodes and the entries that did not parse."""
+        self._dotted: dict[str, tuple[str, ...]] = {}
         self._jobs: dict[str, tuple[SlurmJobView, ...]] = {}
         self._read_at: float | None = None
+        self._failure = ""
+        """Why the last poll failed; empty once one succeeds."""
         self._names: dict[str, str] = {}
-        """Kubernetes node -> its Slurm name, as last decided."""
+        """Kubernetes node -> the Slurm name it was last matched to ("" for none)."""
         self._claims: dict[str, set[str]] = {}
         """Slurm name -> the Kubernetes nodes that claim it."""
         self._wanted: set[str] = set()
         """Slurm names whose jobs to read: nodes Pitcrew is taking out."""
+        self._turn = 0
+        self._woke_stale = False
+        """Whether the nodes were woken since the read went stale."""
+        """Where the next poll starts reading jobs, when one poll cannot read them all."""
         self._said: set[str] = set()
         self.poked = threading.Event()
 
@@ -64,31 +88,79 @@ class SlurmWatch:
 
     def view(
         self, node: str, pods: Iterable[Mapping[str, Any]], spec: SlurmSpec, *, taking_out: bool
-    ) -> tuple[SlurmNodeView | None, str]:
-        """Kubernetes node ``node``'s Slurm node (None: Slurm does not know it, it is not
-        safely named, or Slurm's view is stale) and its slurmd pod's key."""
-        name, slurmd = slurm_name(node, pods, spec)
+    ) -> tuple[SlurmNodeView | SlurmUnreadable | None, str]:
+        """Kubernetes node ``node``'s Slurm node and its slurmd pod's key. The Slurm node
+        is :class:`SlurmUnreadable` when its state cannot be known now (:meth:`_match`
+        says why); None only when a fresh, whole read lists no node of its name and no
+        slurmd pod names one."""
+        candidate, slurmd = slurm_name(node, pods, spec)
         with self._lock:
-            self._claim(node, name)
-            if taking_out and name:
-                self._wanted.add(name)
-            elif name:
-                self._wanted.discard(name)
-            fresh = self._read_at is not None and self.clock() - self._read_at < 2 * self.interval
-            found = (
-                self._nodes.get(name) if fresh and len(self._claims.get(name, ())) == 1 else None
-            )
-            if found is None:
-                return None, slurmd
-            jobs = self._jobs.get(name)
+            found = self._match(node, candidate, slurmd)
+            if found is not None and found.name and taking_out:
+                self._wanted.add(found.name)  # read once Slurm is, if it is not now
+            elif found is not None and found.name:
+                self._wanted.discard(found.name)
+            if not isinstance(found, SlurmNodeView):
+                return found, slurmd
+            jobs = self._jobs.get(found.name)
         return (replace(found, jobs=jobs) if jobs is not None else found), slurmd
+
+    def _match(
+        self, node: str, candidate: str, slurmd: str
+    ) -> SlurmNodeView | SlurmUnreadable | None:
+        """Under the lock: the Slurm node ``candidate`` stands for, claimed by ``node``."""
+        why = "" if candidate else f"slurmd pod {slurmd} names no single plain Slurm node"
+        stale = self._stale()
+        if why or stale:
+            if why:
+                self._claim(node, "")
+            return SlurmUnreadable(self._names.get(node) or candidate, why or stale)
+        found = matches(candidate, self._listed, self._dotted)
+        name = found[0] if len(found) == 1 else ""
+        self._claim(node, name)
+        if not name:
+            return self._unmatched(candidate, found, slurmd)
+        claimants = self._claims[name]
+        if len(claimants) > 1:
+            why = f"Slurm node {name} is claimed by {', '.join(sorted(claimants))}"
+        elif name in self._read.failed:
+            why = f"Slurm's entry for it does not parse: {self._read.failed[name]}"
+        return SlurmUnreadable(name, why) if why else self._read.items[name]
+
+    def _unmatched(
+        self, candidate: str, found: tuple[str, ...], slurmd: str
+    ) -> SlurmUnreadable | None:
+        """Under the lock: ``candidate`` stands for no single Slurm node. Not a Slurm node
+        only when Slurm lists no node of its name, no slurmd pod names it, and every
+        entry of the read could be read."""
+        if found:
+            why = f"{candidate} may be any of Slurm's nodes {', '.join(found)}"
+        elif slurmd:
+            why = f"slurmd pod {slurmd} names {candidate}, which Slurm does not list"
+        elif not self._read.whole:
+            why = "Slurm lists node entries that name no node Pitcrew can read"
+        else:
+            return None
+        return SlurmUnreadable(candidate, why)
+
+    def _stale(self) -> str:
+        """Why the last read is no view (never read, or too old); empty when it is one."""
+        if self._read_at is None:
+            return f"Slurm not read yet{': ' if self._failure else ''}{self._failure}"
+        if self.clock() - self._read_at <= self.stale_after:
+            return ""
+        return f"Slurm not read for over {self.stale_after:.0f}s: {self._failure or 'slow'}"
 
     def _claim(self, node: str, name: str) -> None:
         old = self._names.get(node)
         if old == name:
             return
         if old:
-            self._claims.get(old, set()).discard(node)
+            claimants = self._claims.get(old, set())
+            claimants.discard(node)
+            if not claimants:
+                self._claims.pop(old, None)
+                self._wanted.discard(old)
         self._names[node] = name
         if name:
             claimants = self._claims.setdefault(name, set())
@@ -100,6 +172,27 @@ class SlurmWatch:
                     ", ".join(sorted(claimants)),
                 )
 
+    def forget(self, node: str) -> None:
+        """Drop Kubernetes node ``node``'s claim: the node was deleted, or it is no
+        longer decided as a Slurm node (its policy changed). A claim kept would make
+        the node that replaces it (its slurmd pod now elsewhere) a second claimant."""
+        with self._lock:
+            self._claim(node, "")
+            self._names.pop(node, None)
+
+    def node(self, name: str) -> SlurmNodeView | SlurmUnreadable | None:
+        """Slurm node ``name`` as last read (None: Slurm does not list it), for a
+        drain Pitcrew made and must undo although no policy drains through Slurm."""
+        with self._lock:
+            stale = self._stale()
+            if stale:
+                return SlurmUnreadable(name, stale)
+            if name in self._read.failed:
+                return SlurmUnreadable(
+                    name, f"Slurm's entry for it does not parse: {self._read.failed[name]}"
+                )
+            return self._read.items.get(name)
+
     # -- the poll -------------------------------------------------------------------------
 
     def run(self, stop: threading.Event) -> None:
@@ -107,31 +200,93 @@ class SlurmWatch:
             try:
                 self.poll()
             except Exception as error:  # the poll goes on whatever one cycle met
+                with self._lock:
+                    self._failure = str(error)[:300]
                 self._say(f"reading Slurm failed: {error}")
+                self._wake_if_stale()
             self.poked.wait(self.interval)
             self.poked.clear()
 
     def poll(self) -> None:
-        """Read every Slurm node, and the jobs of those Pitcrew is taking out; wake the
-        Kubernetes nodes whose Slurm node changed."""
-        read = self.slurm.nodes()
+        """Read every Slurm node and publish them; then the jobs of those Pitcrew is
+        taking out, for at most ``interval`` (the rest in the next poll); wake the
+        Kubernetes nodes whose Slurm node changed, and all of them when Slurm answers
+        again after it did not."""
+        started = self.clock()
+        try:
+            read = self.slurm.nodes()
+        except Exception as error:
+            with self._lock:
+                self._failure = str(error)[:300]
+            raise
         for problem in read.problems:
             self._say(f"scontrol: {problem}")
         with self._lock:
-            wanted = {n for n in self._wanted if n in read.items and read.items[n].busy}
-        jobs = {name: self._read_jobs(name) for name in sorted(wanted)}
-        with self._lock:
-            before, before_jobs = self._nodes, self._jobs
-            self._nodes, self._jobs = read.items, {n: j for n, j in jobs.items() if j is not None}
-            self._read_at = self.clock()
+            before, recovered = self._read, self._read_at is None or bool(self._stale())
+            self._read, self._read_at, self._failure = read, self.clock(), ""
+            self._woke_stale = False
+            self._listed = {*read.items, *read.failed}
+            self._dotted = by_short_name(self._listed)
             changed = {
                 n
-                for n in set(before) | set(read.items)
-                if before.get(n) != read.items.get(n) or before_jobs.get(n) != self._jobs.get(n)
+                for n in {*before.items, *read.items, *before.failed, *read.failed}
+                if before.items.get(n) != read.items.get(n)
+                or before.failed.get(n) != read.failed.get(n)
             }
-            nodes = [k for k, name in self._names.items() if name in changed]
-        if nodes:
-            self.wake(nodes)
+            self._jobs = {n: j for n, j in self._jobs.items() if n in read.items}
+            woken = self._woken(
+                changed,
+                unmatched=set(before.items) != set(read.items),
+                everyone=recovered,
+            )
+            wanted = sorted(n for n in self._wanted if n in read.items and read.items[n].busy)
+        if woken:
+            self.wake(woken)
+        self._poll_jobs(wanted, until=started + self.interval)
+
+    def _wake_if_stale(self) -> None:
+        """Once the last read has aged into no view, wake every node matched so far: their
+        decisions say so (and wait) now, not at the next event or resync."""
+        with self._lock:
+            if self._woke_stale or not self._stale():
+                return
+            self._woke_stale = True
+            woken = list(self._names)
+        if woken:
+            self.wake(woken)
+
+    def _poll_jobs(self, wanted: list[str], *, until: float) -> None:
+        if not wanted:
+            return
+        start = self._turn % len(wanted)
+        changed = set()
+        for name in wanted[start:] + wanted[:start]:
+            if self.clock() > until:
+                break  # slurmctld is slow: the rest are read first next time
+            self._turn += 1
+            jobs = self._read_jobs(name)
+            with self._lock:
+                if jobs is None:
+                    self._jobs.pop(name, None)
+                elif self._jobs.get(name) != jobs:
+                    self._jobs[name] = jobs
+                    changed.add(name)
+        with self._lock:
+            woken = self._woken(changed)
+        if woken:
+            self.wake(woken)
+
+    def _woken(
+        self, changed: set[str], *, unmatched: bool = False, everyone: bool = False
+    ) -> list[str]:
+        """Under the lock: the Kubernetes nodes matched to a changed Slurm name; with
+        ``unmatched``, those matched to none too (a name Slurm did not list may be
+        listed now); with ``everyone``, all (Slurm answers again after it did not)."""
+        return [
+            k
+            for k, name in self._names.items()
+            if everyone or name in changed or (unmatched and not name)
+        ]
 
     def _read_jobs(self, name: str) -> tuple[SlurmJobView, ...] | None:
         try:

@@ -12,15 +12,18 @@ namespaces, and may have root on the node (so they can edit its Node labels);
 neither names a Slurm node here. A name must be one plain Slurm node name: a
 hostlist such as ``gpu[1-64]`` or a list ``a,b`` would make one update drain many
 nodes, so it is refused, and a Slurm name two Kubernetes nodes claim is used for
-neither.
+neither. Kubernetes often names a node by its FQDN where Slurm names it by its
+short host name (or the other way round): a name Slurm does not list stands for the
+one Slurm node that is its short form or whose short form it is (:func:`matches`),
+never for two.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Container, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from pitcrew.api.errors import PitcrewError
@@ -44,6 +47,15 @@ class Read(Generic[T]):
 
     items: T
     problems: tuple[str, ...] = ()
+    failed: Mapping[str, str] = field(default_factory=dict)
+    """The entries that could not be read, by the name they carry (where it is plain):
+    such a node is one of unknown state, not one Slurm does not list."""
+
+    @property
+    def whole(self) -> bool:
+        """Every entry that could not be read carries its name: a name found nowhere
+        is known to be absent."""
+        return len(self.failed) == len(self.problems)
 
 
 def parse_nodes(text: str) -> Read[dict[str, SlurmNodeView]]:
@@ -61,14 +73,18 @@ def parse_nodes(text: str) -> Read[dict[str, SlurmNodeView]]:
         raise MalformedSlurmOutputError("scontrol's JSON has no list of nodes")
     nodes: dict[str, SlurmNodeView] = {}
     problems: list[str] = []
+    failed: dict[str, str] = {}
     for index, entry in enumerate(entries):
         try:
             node = _node(entry)
         except ValueError as error:
             problems.append(f"node {index + 1} of {len(entries)}: {error}")
+            name = entry.get("name") if isinstance(entry, dict) else None
+            if isinstance(name, str) and NODE_NAME.match(name):
+                failed[name] = str(error)
             continue
         nodes[node.name] = node
-    return Read(nodes, tuple(problems))
+    return Read(nodes, tuple(problems), failed)
 
 
 def _node(entry: Any) -> SlurmNodeView:
@@ -103,6 +119,29 @@ def parse_jobs(text: str) -> Read[tuple[tuple[str, str], ...]]:
             continue
         jobs.append((job.strip(), "" if comment.strip() == "(null)" else comment.strip()))
     return Read(tuple(jobs), tuple(problems))
+
+
+def matches(
+    name: str, listed: Container[str], dotted: Mapping[str, tuple[str, ...]]
+) -> tuple[str, ...]:
+    """The Slurm nodes ``name`` stands for: itself when Slurm lists it; else the node
+    that is its short form (``gpu-1`` for ``gpu-1.example.com``: Slurm's default
+    NodeName is the short host name) and the nodes whose short form it is (``dotted``,
+    from :func:`by_short_name`). More than one is ambiguous: the caller uses none."""
+    if name in listed:
+        return (name,)
+    short = name.split(".", 1)[0]
+    found = (short,) if short != name and short in listed else ()
+    return found + tuple(n for n in dotted.get(name, ()) if n != name)
+
+
+def by_short_name(names: Iterable[str]) -> dict[str, tuple[str, ...]]:
+    """The Slurm names that hold a dot, by their short form (the part before it)."""
+    index: dict[str, list[str]] = {}
+    for name in names:
+        if "." in name:
+            index.setdefault(name.split(".", 1)[0], []).append(name)
+    return {short: tuple(sorted(full)) for short, full in index.items()}
 
 
 def slurm_name(node: str, pods: Iterable[Mapping[str, Any]], spec: SlurmSpec) -> tuple[str, str]:

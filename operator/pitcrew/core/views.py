@@ -120,6 +120,43 @@ class SlurmNodeView:
 
 
 @dataclass(frozen=True)
+class SlurmUnreadable:
+    """A node of a policy that drains through Slurm whose Slurm state cannot be read now:
+    the operator has no Slurm client, slurmctld does not answer (or the last answer is
+    too old), Slurm's entry for it does not parse, or its Slurm name is unsafe,
+    ambiguous or claimed by two nodes. Not "no Slurm here": jobs may run on it. Read as
+    busy and not seen drained, so a drain waits and no rung starts (until the drain's
+    timeout), and nothing is drained or resumed in Slurm on a guess."""
+
+    name: str
+    """Its Slurm name where one is known; empty when none is safe."""
+    why: str
+    """What could not be read, for a person: the status condition and the Event."""
+    jobs: None = None
+    """Never read: no evidence of a checkpoint."""
+    states: tuple[str, ...] = ()
+
+    @property
+    def busy(self) -> bool:
+        """Jobs may run on it."""
+        return True
+
+    @property
+    def drained(self) -> bool:
+        """Not seen drained."""
+        return False
+
+    @property
+    def out(self) -> bool:
+        return False
+
+    @property
+    def pitcrews(self) -> bool:
+        """Nothing is undone on a guess."""
+        return False
+
+
+@dataclass(frozen=True)
 class MaintenanceView:
     """The maintenance window that covers a node (the earliest, if several do)."""
 
@@ -148,8 +185,11 @@ class NodeView:
     """The node's ``nvidia.com/gpu`` capacity: a probe must have tested this many."""
     boot_id: str = ""
     """``status.nodeInfo.bootID``: a new one is the evidence of a reboot."""
-    slurm: SlurmNodeView | None = None
-    """Its Slurm node, when its policy drains through Slurm and Slurm knows it."""
+    slurm: SlurmNodeView | SlurmUnreadable | None = None
+    """Its Slurm node, when its policy drains through Slurm: as Slurm shows it, or
+    :class:`SlurmUnreadable` when that cannot be known now; None only for a node that
+    is no Slurm node (its policy does not drain through Slurm, or a fresh, whole read
+    of Slurm has no node of its name and no slurmd pod names one)."""
     maintenance: MaintenanceView | None = None
     """The maintenance window that covers it and has not ended, if any."""
 
@@ -196,6 +236,8 @@ class NodeView:
         """What runs on it, for a message: a few pods, or Slurm's jobs."""
         if self.workload:
             return ", ".join(p.key for p in self.workload[:5])
+        if isinstance(self.slurm, SlurmUnreadable):
+            return f"Slurm node {self.slurm.name or self.name} (not readable: {self.slurm.why})"
         return f"Slurm jobs on {self.slurm.name}" if self.slurm and self.slurm.busy else ""
 
     def has_taint(self, key: str) -> bool:

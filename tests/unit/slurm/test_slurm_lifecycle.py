@@ -9,12 +9,13 @@ from dataclasses import replace
 import pytest
 
 from gpuhealth.report import CheckResult, CheckStatus, FaultClass
-from pitcrew.api.gpunode import ChecksStatus, DrainStatus, GPUNodeStatus, Phase
+from pitcrew.api.gpunode import ChecksStatus, DrainStatus, GPUNodeStatus, Phase, SlurmNodeStatus
+from pitcrew.api.meta import Condition, ConditionStatus
 from pitcrew.api.vocabulary import QUARANTINE_TAINT, VALIDATING_TAINT
 from pitcrew.core import actions as a
 from pitcrew.core.convert import node_view
 from pitcrew.core.lifecycle import Decision, decide
-from pitcrew.core.views import NodeView, SlurmJobView, SlurmNodeView
+from pitcrew.core.views import NodeView, SlurmJobView, SlurmNodeView, SlurmUnreadable
 from support.lifecycle_data import (
     T0,
     finding,
@@ -29,6 +30,11 @@ from support.lifecycle_data import (
 
 LATER = T0 + datetime.timedelta(minutes=1)
 SLURM = policy(slurm={"enabled": True})
+DRAIN_TIMEOUT = datetime.timedelta(minutes=30)
+"""The policy's default ``drain.timeout``."""
+DOWN_GRACE = datetime.timedelta(minutes=5)
+"""The policy's default ``slurm.downGrace``."""
+UNREADABLE = SlurmUnreadable("sn-1", "slurmctld did not answer")
 
 
 def slurm(
@@ -37,7 +43,7 @@ def slurm(
     return SlurmNodeView(name="sn-1", states=states, reason=reason, jobs=jobs)
 
 
-def on(view: NodeView, slurm_node: SlurmNodeView) -> NodeView:
+def on(view: NodeView, slurm_node: SlurmNodeView | SlurmUnreadable) -> NodeView:
     return replace(view, slurm=slurm_node)
 
 
@@ -63,15 +69,23 @@ def test_a_failing_node_is_drained_in_slurm_with_pitcrews_reason() -> None:
     assert decision.status.slurm.state == "MIXED"
 
 
-def draining(view: NodeView, *, started: datetime.datetime = T0) -> Decision:
+def draining(
+    view: NodeView,
+    *,
+    started: datetime.datetime = T0,
+    now: datetime.datetime = LATER,
+    conditions: tuple[Condition, ...] = (),
+    **spec: object,
+) -> Decision:
     cordoned = pitcrew_cordoned(view, QUARANTINE_TAINT)
     current = status(
         Phase.DRAINING,
         reason="Xid",
         checks=report(finding(FaultClass.FATAL)),
         drain=DrainStatus(started_at=started),
+        conditions=list(conditions),
     )
-    return decided(replace(cordoned, slurm=view.slurm), current)
+    return decided(replace(cordoned, slurm=view.slurm), current, now=now, **spec)
 
 
 def test_no_remediation_while_slurm_jobs_run_or_before_the_drain_is_seen() -> None:
@@ -117,7 +131,7 @@ def test_slurm_jobs_past_the_drain_timeout(on_timeout: str, expected: str | None
         checks=report(finding(FaultClass.FATAL)),
         drain=DrainStatus(started_at=T0),
     )
-    late = T0 + datetime.timedelta(hours=2)
+    late = T0 + DRAIN_TIMEOUT + datetime.timedelta(minutes=1)
     decision = decided(view, current, now=late, safety={"drain": {"onTimeout": on_timeout}})
     if expected:
         (down,) = slurm_actions(decision)
@@ -237,3 +251,110 @@ def test_without_a_slurm_view_nothing_is_done_in_slurm() -> None:
     decision = decided(node(), broken)
     assert not slurm_actions(decision)
     assert decision.status.slurm is None
+
+
+def test_a_job_stuck_completing_on_the_down_node_holds_the_drain_only_for_the_grace() -> None:
+    """onTimeout force downs the Slurm node; a job stuck COMPLETING there (unkillable
+    processes, an epilog that hangs) would hold the drain, and its slot, for ever."""
+    stuck = slurm("DOWN", "COMPLETING", "DRAIN", reason="pitcrew: Xid")
+    force = {"safety": {"drain": {"onTimeout": "force"}}}
+    minute = datetime.timedelta(minutes=1)
+    within = draining(on(node(), stuck), now=T0 + DRAIN_TIMEOUT + DOWN_GRACE - minute, **force)
+    assert within.phase is Phase.DRAINING
+    assert not slurm_actions(within)  # already DOWN: nothing more to ask of Slurm
+    assert within.wake_at == T0 + DRAIN_TIMEOUT + DOWN_GRACE
+    after = draining(
+        on(node(), stuck),
+        now=T0 + DRAIN_TIMEOUT + DOWN_GRACE + datetime.timedelta(seconds=1),
+        **force,
+    )
+    assert after.phase is Phase.REMEDIATING
+    (said,) = [
+        x for x in after.actions if isinstance(x, a.Record) and x.reason == "DrainTimeoutSlurm"
+    ]
+    assert "sn-1" in said.message
+
+
+def test_an_unreadable_slurm_node_holds_the_drain_as_its_jobs_would() -> None:
+    """Unreadable is not "no Slurm": only the slurmd pod runs there, and a drain that
+    ended at once would reset the node under Slurm's running jobs."""
+    decision = draining(on(node(), UNREADABLE))
+    assert decision.phase is Phase.DRAINING
+    assert decision.status.drain is not None
+    assert decision.status.drain.pending == ["slurm/sn-1 (not readable)"]
+    assert not [x for x in decision.actions if isinstance(x, a.Remediate)]
+    assert not slurm_actions(decision)
+    (condition,) = [c for c in decision.status.conditions if c.type == "SlurmReadable"]
+    assert (condition.status, condition.reason) == (ConditionStatus.FALSE, "SlurmUnreadable")
+    assert "slurmctld did not answer" in condition.message
+    assert [x.reason for x in decision.actions if isinstance(x, a.Record)] == ["SlurmUnreadable"]
+    again = draining(on(node(), UNREADABLE), conditions=tuple(decision.status.conditions))
+    assert not [x for x in again.actions if isinstance(x, a.Record)]  # said once
+
+
+@pytest.mark.parametrize(
+    ("on_timeout", "at_timeout", "after_grace"),
+    [
+        ("escalate", Phase.REMEDIATING, Phase.REMEDIATING),
+        ("force", Phase.DRAINING, Phase.REMEDIATING),
+        ("wait", Phase.DRAINING, Phase.DRAINING),
+    ],
+)
+def test_an_unreadable_slurm_node_past_the_drain_timeout_follows_on_timeout(
+    on_timeout: str, at_timeout: Phase, after_grace: Phase
+) -> None:
+    spec = {"safety": {"drain": {"onTimeout": on_timeout}}}
+    second = datetime.timedelta(seconds=1)
+    timed_out = draining(on(node(), UNREADABLE), now=T0 + DRAIN_TIMEOUT + second, **spec)
+    assert timed_out.phase is at_timeout
+    assert not slurm_actions(timed_out)  # no DOWN on a guess
+    later = T0 + DRAIN_TIMEOUT + DOWN_GRACE + second
+    assert draining(on(node(), UNREADABLE), now=later, **spec).phase is after_grace
+
+
+def test_a_failing_node_of_unknown_slurm_state_is_taken_out_without_touching_slurm() -> None:
+    broken = status(Phase.HEALTHY, checks=report(finding(FaultClass.FATAL), at=LATER))
+    decision = decided(on(node(), UNREADABLE), broken)
+    assert decision.phase is Phase.QUARANTINED
+    assert not slurm_actions(decision)
+
+
+def test_a_node_of_unknown_slurm_state_is_never_held_as_a_spare_or_probed() -> None:
+    spec = {"spares": {"count": 1}, "validation": {"periodic": {"enabled": True}}}
+    decision = decided(replace(on(node(), UNREADABLE), gpus=8), status(Phase.HEALTHY), **spec)
+    assert decision.phase is Phase.HEALTHY
+    assert not [x for x in decision.actions if isinstance(x, a.StartProbe)]
+
+
+def test_an_opted_out_node_gets_pitcrews_slurm_drain_undone_and_no_one_elses() -> None:
+    opted_out = replace(node(), labels={"pitcrew.dev/managed": "false"})
+    ours = decided(
+        on(opted_out, slurm("IDLE", "DRAIN", reason="pitcrew: Xid")), status(Phase.QUARANTINED)
+    )
+    assert ours.phase is Phase.EXCLUDED
+    assert [x.state for x in slurm_actions(ours)] == ["RESUME"]
+    theirs = decided(
+        on(opted_out, slurm("IDLE", "DRAIN", reason="ticket 9")), status(Phase.QUARANTINED)
+    )
+    assert not slurm_actions(theirs)
+
+
+def test_a_policy_that_stops_draining_through_slurm_undoes_pitcrews_drain() -> None:
+    remembered = SlurmNodeStatus(
+        node="sn-1", state="IDLE+DRAIN", reason="pitcrew: Xid", drained_by="pitcrew"
+    )
+    current = status(Phase.HEALTHY, slurm=remembered)
+    plain = policy()
+    view = on(node(), slurm("IDLE", "DRAIN", reason="pitcrew: Xid"))
+    resumed = decide(state=state(view, current), policy=plain, fleet=fleet(), now=LATER)
+    assert [x.state for x in slurm_actions(resumed)] == ["RESUME"]
+    assert resumed.status.slurm == remembered  # forgotten once the drain is seen gone
+    gone = decide(
+        state=state(on(node(), slurm("IDLE")), current), policy=plain, fleet=fleet(), now=LATER
+    )
+    assert not slurm_actions(gone)
+    assert gone.status.slurm is None
+    unknown = decide(
+        state=state(on(node(), UNREADABLE), current), policy=plain, fleet=fleet(), now=LATER
+    )
+    assert unknown.status.slurm == remembered  # tried again once Slurm can be read

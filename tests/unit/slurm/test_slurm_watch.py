@@ -3,45 +3,21 @@ takes out, a wake for each change, nothing for a name two nodes claim or a stale
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import threading
+from collections.abc import Iterable
 
 import pytest
 
 from pitcrew.api.policy import SlurmSpec
 from pitcrew.controller.slurm import SlurmWatch
-from pitcrew.core.slurm import Read
-from pitcrew.core.views import SlurmNodeView
+from pitcrew.core.views import SlurmNodeView, SlurmUnreadable
 from pitcrew.slurm.control import SlurmError
-
-CHECKPOINTED = (
-    '{"step": 900, "time": "2026-12-05T01:00:00Z", "checkpointStep": 800, '
-    '"checkpointTime": "2026-12-05T00:58:00Z"}'
-)
-
-
-@dataclass
-class FakeSlurm:
-    """Stands in for the tools (the e2e tests run the real ones)."""
-
-    nodes_now: dict[str, SlurmNodeView]
-    job_reads: list[str] = field(default_factory=list)
-    down: bool = False
-
-    def nodes(self) -> Read[dict[str, SlurmNodeView]]:
-        if self.down:
-            raise SlurmError(
-                "slurm_load_node error: Unable to contact slurm controller", transient=True
-            )
-        return Read(dict(self.nodes_now))
-
-    def jobs(self, node: str) -> Read[tuple[tuple[str, str], ...]]:
-        self.job_reads.append(node)
-        return Read((("41", CHECKPOINTED),))
+from support.slurm_fakes import FakeSlurm
 
 
 def watch_of(slurm: FakeSlurm) -> tuple[SlurmWatch, list[list[str]], list[float]]:
     woken: list[list[str]] = []
-    now = [0.0]
+    now = slurm.clock
     watch = SlurmWatch(
         slurm, interval=10, wake=lambda n: woken.append(list(n)), clock=lambda: now[0]
     )  # type: ignore[arg-type]
@@ -87,17 +63,141 @@ def test_a_slurm_name_two_nodes_claim_is_used_for_neither() -> None:
         },
         "status": {"phase": "Running"},
     }
-    assert watch.view("k1", [pod], SlurmSpec(), taking_out=False)[0] is not None
-    assert watch.view("k2", [pod], SlurmSpec(), taking_out=False)[0] is None
-    assert watch.view("k1", [pod], SlurmSpec(), taking_out=False)[0] is None
+    assert isinstance(watch.view("k1", [pod], SlurmSpec(), taking_out=False)[0], SlurmNodeView)
+    assert isinstance(watch.view("k2", [pod], SlurmSpec(), taking_out=False)[0], SlurmUnreadable)
+    assert isinstance(watch.view("k1", [pod], SlurmSpec(), taking_out=False)[0], SlurmUnreadable)
 
 
-def test_a_stale_read_gives_no_view_so_nothing_is_done_in_slurm_on_old_facts() -> None:
+def test_a_stale_read_is_an_unreadable_node_never_no_slurm_node() -> None:
     slurm = FakeSlurm({"n1": SlurmNodeView("n1", ("IDLE",))})
     watch, _, now = watch_of(slurm)
     watch.poll()
     slurm.down = True
-    now[0] = 25.0
+    now[0] = watch.stale_after + 1
     with pytest.raises(SlurmError):
         watch.poll()
-    assert watch.view("n1", [], SlurmSpec(), taking_out=False)[0] is None
+    view = watch.view("n1", [], SlurmSpec(), taking_out=False)[0]
+    assert isinstance(view, SlurmUnreadable)
+    assert view.name == "n1"
+    assert "Unable to contact slurm controller" in view.why
+
+
+def slurmd_pod(slurm_name: str, name: str = "p") -> dict[str, object]:
+    return {
+        "metadata": {
+            "namespace": "slurm",
+            "name": name,
+            "labels": {SlurmSpec().node_name_label: slurm_name},
+        },
+        "status": {"phase": "Running"},
+    }
+
+
+@pytest.mark.parametrize(
+    ("kubernetes", "slurm_nodes", "expected"),
+    [
+        ("gpu-1.example.com", ["gpu-1", "gpu-2"], "gpu-1"),  # FQDN node, short NodeName
+        ("gpu-1", ["gpu-1.cluster.local", "gpu-2.cluster.local"], "gpu-1.cluster.local"),
+        ("gpu-1.example.com", ["gpu-1.example.com", "gpu-1"], "gpu-1.example.com"),  # exact
+    ],
+)
+def test_a_kubernetes_fqdn_and_a_short_slurm_name_are_one_node(
+    kubernetes: str, slurm_nodes: list[str], expected: str
+) -> None:
+    slurm = FakeSlurm({n: SlurmNodeView(n, ("ALLOCATED",)) for n in slurm_nodes})
+    watch, _, _ = watch_of(slurm)
+    watch.poll()
+    view = watch.view(kubernetes, [], SlurmSpec(), taking_out=False)[0]
+    assert isinstance(view, SlurmNodeView)
+    assert view.name == expected
+
+
+def test_a_name_that_stands_for_two_slurm_nodes_is_unreadable_not_absent() -> None:
+    slurm = FakeSlurm(
+        {n: SlurmNodeView(n, ("IDLE",)) for n in ("gpu-1.a.example", "gpu-1.b.example")}
+    )
+    watch, _, _ = watch_of(slurm)
+    watch.poll()
+    view = watch.view("gpu-1", [], SlurmSpec(), taking_out=False)[0]
+    assert isinstance(view, SlurmUnreadable)
+    assert "gpu-1.a.example, gpu-1.b.example" in view.why
+    other_domain = watch.view("gpu-1.c.example", [], SlurmSpec(), taking_out=False)[0]
+    assert other_domain is None  # not a short form of either: no Slurm node
+
+
+def test_a_node_whose_slurm_entry_does_not_parse_is_unreadable_not_absent() -> None:
+    slurm = FakeSlurm({"n2": SlurmNodeView("n2", ("IDLE",))}, failed={"n1": "bad state"})
+    watch, _, _ = watch_of(slurm)
+    watch.poll()
+    view = watch.view("n1", [], SlurmSpec(), taking_out=False)[0]
+    assert isinstance(view, SlurmUnreadable)
+    assert "bad state" in view.why
+    assert watch.view("n3", [], SlurmSpec(), taking_out=False)[0] is None  # whole read
+    slurm.nameless = 1
+    watch.poll()
+    assert isinstance(watch.view("n3", [], SlurmSpec(), taking_out=False)[0], SlurmUnreadable)
+
+
+def test_a_slurmd_pod_naming_a_node_slurm_does_not_list_is_unreadable() -> None:
+    slurm = FakeSlurm({"compute-2": SlurmNodeView("compute-2", ("IDLE",))})
+    watch, _, _ = watch_of(slurm)
+    watch.poll()
+    view, slurmd = watch.view("k1", [slurmd_pod("compute-1")], SlurmSpec(), taking_out=False)
+    assert isinstance(view, SlurmUnreadable)
+    assert slurmd == "slurm/p"
+
+
+def test_the_claim_of_a_deleted_node_is_forgotten() -> None:
+    """A node replaced by another (its slurmd pod rescheduled there) must not leave a
+    second claim behind that makes its Slurm node unreadable for ever."""
+    slurm = FakeSlurm({"compute-1": SlurmNodeView("compute-1", ("IDLE",))})
+    watch, _, _ = watch_of(slurm)
+    watch.poll()
+    assert isinstance(
+        watch.view("old", [slurmd_pod("compute-1")], SlurmSpec(), taking_out=False)[0],
+        SlurmNodeView,
+    )
+    watch.forget("old")
+    view = watch.view("new", [slurmd_pod("compute-1", "p2")], SlurmSpec(), taking_out=False)[0]
+    assert isinstance(view, SlurmNodeView)
+
+
+def test_a_slow_squeue_never_ages_the_node_view() -> None:
+    """Each squeue takes longer than the poll interval. Decisions taken meanwhile (on the
+    round loop's thread) still see the nodes, read before the jobs; a poll reads jobs for
+    one interval at most, and the rest first in the next poll."""
+    busy = {f"n{i}": SlurmNodeView(f"n{i}", ("MIXED", "DRAIN")) for i in range(4)}
+    seen: list[object] = []
+    slurm = FakeSlurm(busy, squeue_seconds=25.0)
+    watch, _, now = watch_of(slurm)
+    slurm.during_squeue = lambda: seen.extend(
+        watch.view(n, [], SlurmSpec(), taking_out=True)[0] for n in busy
+    )
+    for name in busy:
+        watch.view(name, [], SlurmSpec(), taking_out=True)
+    for _ in range(6):
+        watch.poll()
+        now[0] += watch.interval  # the wait between polls
+    assert seen
+    assert all(isinstance(v, SlurmNodeView) for v in seen)
+    assert set(slurm.job_reads) == set(busy)
+
+
+def test_the_nodes_are_woken_once_slurm_has_not_answered_for_too_long() -> None:
+    """Their decisions then say (and wait) at once, not at the next event or resync."""
+    stop = threading.Event()
+    woken: list[list[str]] = []
+    slurm = FakeSlurm({"n1": SlurmNodeView("n1", ("MIXED",))})
+
+    def wake(nodes: Iterable[str]) -> None:
+        woken.append(list(nodes))
+        stop.set()
+        watch.poked.set()
+
+    watch = SlurmWatch(slurm, interval=10, wake=wake, clock=lambda: slurm.clock[0])  # type: ignore[arg-type]
+    watch.poll()
+    watch.view("n1", [], SlurmSpec(), taking_out=True)
+    slurm.down = True
+    slurm.clock[0] = watch.stale_after + 1
+    watch.run(stop)
+    assert woken == [["n1"]]

@@ -98,6 +98,7 @@ def decide(
     observe(b)
     if state.node.opted_out:
         b.go(Phase.EXCLUDED, "OptedOut", "node is labelled pitcrew.dev/managed=false")
+        slurm.sync(b)  # handed back: Pitcrew's own Slurm drain is undone
         return b.finish()
     publish_checks(b)
     if policy.spec.safety.paused:

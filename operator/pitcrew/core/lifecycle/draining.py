@@ -22,7 +22,7 @@ from pitcrew.core.lifecycle.builder import Builder
 from pitcrew.core.lifecycle.facts import checkpointed, could_not_check, elapsed, maintenance_due
 from pitcrew.core.lifecycle.remediating import begin_remediation
 from pitcrew.core.lifecycle.service import back_in_service
-from pitcrew.core.lifecycle.slurm import slurm_down, slurm_pending
+from pitcrew.core.lifecycle.slurm import slurm_pending, slurm_timed_out
 from pitcrew.core.views import PodView
 
 
@@ -100,11 +100,9 @@ def draining(b: Builder) -> None:
         # drain slot forever: the timeout applies to them.
         if timed_out and terminating:
             _timed_out_on_terminating(b, terminating)
-        elif timed_out and not slurm_down(b):
-            assert b.node.slurm is not None  # only Slurm is pending here
-            _remediate_anyway(
-                b, "DrainTimeoutEscalate", f"Slurm jobs running on {b.node.slurm.name}"
-            )
+        elif timed_out and (left := slurm_timed_out(b, drain)):
+            forced = drain_spec.on_timeout is DrainTimeoutAction.FORCE
+            _remediate_anyway(b, "DrainTimeoutSlurm" if forced else "DrainTimeoutEscalate", left)
         return
     if not timed_out:
         b.actions.append(a.Evict(pods=workload, message=f"evicting {len(workload)} pods"))
