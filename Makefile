@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test lint unit e2e chaos devcluster-build prometheus slurm images images-check image-tools clean
+.PHONY: demo test lint unit e2e chaos devcluster-build prometheus slurm slurm-trixie images images-check image-tools clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -51,6 +51,21 @@ slurm:
 	  if [ -z "$$had_munge" ] && [ -d /run/systemd/system ]; then \
 	    $(SUDO) systemctl disable --now munge.service || true; fi; }
 
+# Slurm 23.02 and later are read with `scontrol --json` (22.05's scontrol has none): the
+# tests run Debian trixie's Slurm 24.11 and munge from a root file system of their own,
+# unpacked by mmdebstrap (no daemon, no container runtime), in a chroot
+# (tests/support/slurmcluster.py). About 180 MB, a minute on a fast mirror, once.
+SLURM_TRIXIE ?= $(HOME)/.cache/pitcrew/slurm-trixie
+slurm-trixie:
+	@test -x $(SLURM_TRIXIE)/usr/sbin/slurmctld || { \
+	  command -v mmdebstrap >/dev/null || { $(SUDO) apt-get update -qq && \
+	    $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mmdebstrap; }; \
+	  echo "unpacking Debian trixie's Slurm and munge into $(SLURM_TRIXIE)"; \
+	  rm -rf $(SLURM_TRIXIE).tmp && mkdir -p $$(dirname $(SLURM_TRIXIE)) && \
+	  $(SUDO) mmdebstrap --variant=apt --include=slurmctld,slurmd,slurm-client,munge \
+	    trixie $(SLURM_TRIXIE).tmp http://deb.debian.org/debian && \
+	  mv $(SLURM_TRIXIE).tmp $(SLURM_TRIXIE); }
+
 # The images are built without a container daemon and without pulling from a registry:
 # mmdebstrap makes a Debian base, podman builds the Dockerfile on it (chroot isolation)
 # and writes OCI archives and SBOMs to dist/ (scripts/build-images.sh). runc runs them:
@@ -81,7 +96,7 @@ unit: $(VENV)/.installed
 runtime-check:
 	scripts/check-runtime.sh
 
-e2e: devcluster-build prometheus slurm
+e2e: devcluster-build prometheus slurm slurm-trixie
 	$(BIN)/pytest tests/e2e
 
 # The chaos suite runs last, in a pytest session (and devcluster) of its own: it
@@ -90,7 +105,7 @@ CHAOS_SECONDS ?= 60
 chaos: devcluster-build
 	PITCREW_CHAOS_SECONDS=$(CHAOS_SECONDS) $(BIN)/pytest tests/e2e/chaos
 
-test: lint runtime-check devcluster-build prometheus slurm
+test: lint runtime-check devcluster-build prometheus slurm slurm-trixie
 	$(BIN)/pytest
 	$(MAKE) chaos
 

@@ -33,6 +33,17 @@ node IDLE+NOT_RESPONDING until slurmctld's next ping, about a second; and with
 ``ReturnToService=2`` a node set DOWN by hand returns to IDLE at its next
 registration, about 100 s later.
 
+A newer Slurm runs from a root file system of its own (``root``: Debian trixie's
+Slurm 24.11 and munge, unpacked by ``make slurm-trixie`` with mmdebstrap into
+``~/.cache/pitcrew/slurm-trixie``): each daemon and client runs in a mount namespace
+of its own (``unshare --mount``) in which /proc, /sys, /dev and the cluster's
+directory are bound into that root at the same paths, then ``chroot``. Paths in
+slurm.conf are therefore the same inside and out, and the operator under test is
+given wrapper scripts (:attr:`SlurmCluster.tools`: ``scontrol``, ``squeue``,
+``sinfo``) that run the root's clients the same way. Slurm 23.11 dropped the
+``switch/none`` plugin, so slurm.conf leaves ``SwitchType`` unset (its default
+in 22.05 too).
+
 slurmstepd leaves its slurmd's session and outlives it, so :meth:`stop` does not
 rely on process groups: it cancels the jobs, stops the daemons, and then kills
 every process left whose environment carries this cluster's marker (the
@@ -48,6 +59,7 @@ import contextlib
 import getpass
 import os
 import secrets
+import shlex
 import shutil
 import signal
 import subprocess
@@ -64,6 +76,23 @@ MARKER = "PITCREW_SLURM_CLUSTER"
 STARTUP_TIMEOUT = 60.0
 # Debian installs the daemons in /usr/sbin, which is not on a normal user's PATH.
 SBIN = ("/usr/sbin", "/sbin", "/usr/local/sbin")
+TRIXIE_ROOT = Path(
+    os.environ.get("PITCREW_SLURM_TRIXIE", Path.home() / ".cache" / "pitcrew" / "slurm-trixie")
+)
+"""Debian trixie with its Slurm (24.11) and munge, made by ``make slurm-trixie``."""
+HANG_EPILOG = "hang-epilog"
+"""While a file of this name is in a cluster's folder, an ``Epilog`` that waits for it
+to go (tests/e2e/slurm/conftest.py) keeps each ending job COMPLETING on its node, as
+processes that cannot be killed would."""
+IN_ROOT = """
+root=$1 dir=$2; shift 2
+for d in /proc /sys /dev "$dir"; do
+    mkdir -p "$root$d" && mount --rbind "$d" "$root$d" || exit 97
+done
+exec chroot "$root" "$@"
+"""
+"""Run a command in ``root`` with /proc, /sys, /dev and ``dir`` bound in (in a mount
+namespace of its own, so nothing is left mounted when it ends)."""
 
 
 def binary(name: str) -> str:
@@ -76,10 +105,22 @@ def binary(name: str) -> str:
     return found
 
 
-def missing_binaries() -> list[str]:
-    """The daemons and clients the cluster needs that this machine lacks."""
-    needed = ("munged", "slurmctld", "slurmd", "scontrol", "sbatch", "squeue", "scancel")
-    return [name for name in needed if binary_or_none(name) is None]
+NEEDED = ("munged", "slurmctld", "slurmd", "scontrol", "sbatch", "squeue", "scancel")
+
+
+def missing_binaries(root: Path | None = None) -> list[str]:
+    """The daemons and clients the cluster needs that this machine (or ``root``) lacks."""
+    if root is not None:
+        return [name for name in NEEDED if in_root(root, name) is None]
+    return [name for name in NEEDED if binary_or_none(name) is None]
+
+
+def in_root(root: Path, name: str) -> str | None:
+    """The path of ``name`` inside ``root`` (as the chroot sees it), if it is there."""
+    for folder in ("/usr/sbin", "/usr/bin", "/sbin", "/bin"):
+        if (root / folder.lstrip("/") / name).exists():
+            return f"{folder}/{name}"
+    return None
 
 
 def binary_or_none(name: str) -> str | None:
@@ -123,7 +164,6 @@ def slurm_conf(directory: Path, nodes: list[str], *, ctld_port: int, ports: list
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_CPU",
         "MpiDefault=none",
-        "SwitchType=switch/none",
         "ReturnToService=2",
         # Each node declares one CPU of a host that has more: take slurm.conf's word.
         "SlurmdParameters=config_overrides",
@@ -197,10 +237,19 @@ def terminate(process: subprocess.Popen[bytes], timeout: float = 10) -> None:
 class SlurmCluster:
     """``with SlurmCluster(tmp_path, ["gpu-node-0", "gpu-node-1"]) as slurm: ...``"""
 
-    def __init__(self, directory: Path, nodes: list[str], extra: Sequence[str] = ()) -> None:
-        """``extra``: more slurm.conf lines (``Prolog=...``, ``HealthCheckProgram=...``)."""
+    def __init__(
+        self,
+        directory: Path,
+        nodes: list[str],
+        extra: Sequence[str] = (),
+        *,
+        root: Path | None = None,
+    ) -> None:
+        """``extra``: more slurm.conf lines (``Prolog=...``, ``HealthCheckProgram=...``);
+        ``root``: a root file system whose Slurm and munge to run (see the module)."""
         if not nodes:
             raise ValueError("a Slurm cluster needs at least one node")
+        self.root = root.resolve() if root is not None else None
         self.directory = directory.resolve()
         if any(c.isspace() for c in str(self.directory)):
             raise ValueError(f"slurm.conf cannot hold a path with spaces: {self.directory}")
@@ -212,6 +261,40 @@ class SlurmCluster:
         self.slurmctld: subprocess.Popen[bytes] | None = None
         self.slurmds: dict[str, subprocess.Popen[bytes]] = {}
         self.startup_seconds: float | None = None
+        self.tools = self.directory / "bin" if self.root is not None else None
+        """With ``root``: a folder of ``scontrol``, ``squeue`` and ``sinfo`` wrappers
+        that run the root's clients, for a process outside it (the operator)."""
+
+    def argv(self, *argv: str) -> list[str]:
+        """``argv`` with its program resolved (the installed one, or the root's, run in
+        the root)."""
+        if self.root is None:
+            return [binary(argv[0]), *argv[1:]]
+        program = in_root(self.root, argv[0])
+        if program is None:
+            raise RuntimeError(f"{argv[0]} not found in {self.root}: run `make slurm-trixie`")
+        return [
+            "unshare",
+            "--mount",
+            "sh",
+            "-c",
+            IN_ROOT,
+            "sh",
+            str(self.root),
+            str(self.directory),
+            program,
+            *argv[1:],
+        ]
+
+    def _write_tools(self) -> None:
+        if self.tools is None:
+            return
+        self.tools.mkdir(exist_ok=True)
+        for tool in ("scontrol", "squeue", "sinfo"):
+            script = self.tools / tool
+            quoted = " ".join(shlex.quote(a) for a in self.argv(tool))
+            script.write_text(f'#!/bin/sh\nexec {quoted} "$@"\n')
+            script.chmod(0o755)
 
     def __enter__(self) -> SlurmCluster:
         self.start()
@@ -230,18 +313,29 @@ class SlurmCluster:
         try:
             self._start_munged()
             self._write_conf()
-            self.slurmctld = self._spawn(
-                "slurmctld", [binary("slurmctld"), "-D", "-f", str(self.conf)]
-            )
+            self._write_tools()
+            self.start_controller()
             for node in self.nodes:
                 (self.directory / "spool" / node).mkdir(parents=True, exist_ok=True)
-                argv = [binary("slurmd"), "-D", "-N", node, "-f", str(self.conf)]
+                argv = self.argv("slurmd", "-D", "-N", node, "-f", str(self.conf))
                 self.slurmds[node] = self._spawn(f"slurmd-{node}", argv)
             self._wait_idle()
         except BaseException:
             self.stop()
             raise
         self.startup_seconds = time.monotonic() - started
+
+    def start_controller(self) -> None:
+        """Start slurmctld (again, after :meth:`stop_controller`: it recovers its state
+        from ``StateSaveLocation``, as after a restart in production)."""
+        self.slurmctld = self._spawn(
+            "slurmctld", self.argv("slurmctld", "-D", "-f", str(self.conf))
+        )
+
+    def stop_controller(self) -> None:
+        """Stop slurmctld (SIGTERM: it saves its state); slurmd and the jobs run on."""
+        if self.slurmctld is not None:
+            terminate(self.slurmctld)
 
     def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
         # The daemons log to their own files; this catches what they print before.
@@ -263,8 +357,8 @@ class SlurmCluster:
         socket = self.directory / "munge.socket"
         self.munged = self._spawn(
             "munged",
-            [
-                binary("munged"),
+            self.argv(
+                "munged",
                 "--foreground",
                 # A test directory under /tmp may fail munged's strict permission
                 # checks of every parent directory; --force makes those warnings.
@@ -274,7 +368,7 @@ class SlurmCluster:
                 f"--pid-file={self.directory / 'munged.pid'}",
                 f"--log-file={self.directory / 'munged.log'}",
                 f"--seed-file={self.directory / 'munged.seed'}",
-            ],
+            ),
         )
         self._wait_for(socket.exists, "munged did not create its socket", self.munged)
 
@@ -288,7 +382,7 @@ class SlurmCluster:
     def _wait_idle(self) -> None:
         def all_idle() -> bool:
             answer = subprocess.run(
-                [binary("scontrol"), "-o", "show", "node"],
+                self.argv("scontrol", "-o", "show", "node"),
                 env=self.env,
                 capture_output=True,
                 text=True,
@@ -319,7 +413,7 @@ class SlurmCluster:
     def run(self, *argv: str) -> str:
         """Run a Slurm client (``scontrol``, ``sbatch``...) against this cluster; its stdout."""
         answer = subprocess.run(
-            [binary(argv[0]), *argv[1:]],
+            self.argv(*argv),
             env=self.env,
             cwd=self.directory,
             capture_output=True,

@@ -1,6 +1,12 @@
 """Regenerate the Slurm output vectors in this folder from real daemons.
 
     PYTHONPATH=tests .venv/bin/python tests/unit/slurm/data/capture.py
+    PYTHONPATH=tests .venv/bin/python tests/unit/slurm/data/capture.py trixie
+
+The second form runs Debian trixie's Slurm 24.11 from its root file system (``make
+slurm-trixie``; :class:`support.slurmcluster.SlurmCluster` with ``root``) and saves
+what its ``scontrol --json show node`` (the path Pitcrew takes from 23.02 on) and
+``scontrol -o show node`` print, as ``*-24.11-<state>.*``.
 
 Starts a :class:`support.slurmcluster.SlurmCluster` (nodes slurm-node-0 and
 slurm-node-1), walks slurm-node-0 through idle, allocated, draining, drained,
@@ -12,18 +18,21 @@ node vector, so a parser of the JSON must pick its node out of two. See README.m
 from __future__ import annotations
 
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from support.slurmcluster import SlurmCluster
+from support.slurmcluster import TRIXIE_ROOT, SlurmCluster
 
 DATA = Path(__file__).resolve().parent
 NODE = "slurm-node-0"
 OTHER = "slurm-node-1"
 REASON = "pitcrew-maintenance"
 REASON_WITH_SPACES = "pitcrew: Xid 79 on GPU 3"
+TRIXIE = "24.11"
+"""The Slurm release of Debian trixie, in the names of its vectors."""
 
 
 def wait_until(what: str, check: Callable[[], bool], timeout: float = 60) -> None:
@@ -39,9 +48,18 @@ def state(slurm: SlurmCluster) -> str:
 
 
 def save(slurm: SlurmCluster, name: str) -> None:
-    """The node's state as ``sinfo --json`` (22.05's scontrol has no --json) and ``scontrol -o``."""
-    (DATA / f"sinfo-json-{name}.json").write_text(slurm.run("sinfo", "--json"))
-    (DATA / f"scontrol-show-node-{name}.txt").write_text(
+    """The node's state as ``sinfo --json`` (22.05's scontrol has no --json), or as
+    ``scontrol --json show node`` (later releases), and as ``scontrol -o``."""
+    if slurm.root is None:
+        (DATA / f"sinfo-json-{name}.json").write_text(slurm.run("sinfo", "--json"))
+        (DATA / f"scontrol-show-node-{name}.txt").write_text(
+            slurm.run("scontrol", "-o", "show", "node", NODE)
+        )
+        return
+    (DATA / f"scontrol-json-{TRIXIE}-{name}.json").write_text(
+        slurm.run("scontrol", "--json", "show", "node")
+    )
+    (DATA / f"scontrol-show-node-{TRIXIE}-{name}.txt").write_text(
         slurm.run("scontrol", "-o", "show", "node", NODE)
     )
 
@@ -51,7 +69,8 @@ def update(slurm: SlurmCluster, *fields: str) -> None:
 
 
 def capture(slurm: SlurmCluster) -> None:
-    (DATA / "scontrol-version.txt").write_text(slurm.run("scontrol", "--version"))
+    version = "scontrol-version.txt" if slurm.root is None else f"scontrol-version-{TRIXIE}.txt"
+    (DATA / version).write_text(slurm.run("scontrol", "--version"))
     save(slurm, "idle")
 
     job = slurm.run(
@@ -79,7 +98,13 @@ def capture(slurm: SlurmCluster) -> None:
 
 def capture_queue(slurm: SlurmCluster) -> None:
     """The queue with one job on NODE and, briefly, one on OTHER: 22.05's
-    ``squeue --json`` ignores ``-w`` and lists both, the text output only NODE's."""
+    ``squeue --json`` ignores ``-w`` and lists both, the text output only NODE's. For
+    24.11, what the operator runs (:meth:`pitcrew.slurm.control.Slurm.jobs`)."""
+    if slurm.root is not None:
+        slurm.run("scontrol", "update", "JobId=1", 'Comment={"step":7}')
+        argv = ["squeue", "-h", "-w", NODE, "-t", "RUNNING,COMPLETING", "-o", "%i|%k"]
+        (DATA / f"squeue-{TRIXIE}-running.txt").write_text(slurm.run(*argv))
+        return
     other = slurm.run("sbatch", "--parsable", "-J", "other-job", "-w", OTHER, "--wrap", "sleep 300")
     running = f"{other.strip()}|RUNNING"
     wait_until(
@@ -100,9 +125,10 @@ def resume(slurm: SlurmCluster) -> None:
 
 
 def main() -> None:
+    root = TRIXIE_ROOT if sys.argv[1:] == ["trixie"] else None
     directory = Path(tempfile.mkdtemp(prefix="pitcrew-slurm-vectors-"))
     try:
-        with SlurmCluster(directory, [NODE, OTHER]) as slurm:
+        with SlurmCluster(directory, [NODE, OTHER], root=root) as slurm:
             capture(slurm)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
