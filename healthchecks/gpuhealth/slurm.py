@@ -13,8 +13,14 @@ the draining to it; it runs the prolog before each job and drains the node itsel
   against the node: nothing is drained. The health check exits 2 and says so on
   stderr; the prolog exits 0, because Slurm would drain the node for it.
 - All passing: a drain whose reason is gpuhealth's own is resumed (the fault
-  cleared, a repair took), exit 0. A drain by anyone else (a person, Slurm,
-  Pitcrew) is never touched.
+  cleared, a repair took), exit 0, unless Slurm also has the node DOWN or FAIL.
+- The node is read first (``scontrol -o show node``): one already out of service
+  (DRAIN, FAIL or DOWN) for another reason (a person, Slurm, Pitcrew) is never
+  touched, failing or passing: draining it again would replace that reason with
+  gpuhealth's, and the next passing check would resume it. A node whose state
+  cannot be read is not touched either. Between the read and the update someone
+  may still drain the node (``scontrol`` has no compare-and-set): a window of
+  milliseconds, not of a check interval.
 
 Slurm is reached with its own ``scontrol``; the node is ``$SLURMD_NODENAME`` (set
 by slurmd for the prolog) or ``--node-name``.
@@ -36,6 +42,12 @@ REASON_PREFIX = "gpuhealth: "
 """A drain with this reason is gpuhealth's: the only one it resumes."""
 REASON_LIMIT = 200
 TAKES_OUT = (FaultClass.FATAL, FaultClass.DEGRADED)
+OUT = frozenset({"DRAIN", "DRAINING", "DRAINED", "FAIL", "FAILING", "DOWN"})
+"""States and flags of a node out of Slurm's service: gpuhealth drains over none of
+them unless the reason is its own."""
+NOT_RESUMED = frozenset({"DOWN", "FAIL", "FAILING"})
+"""A node gpuhealth drained that is also DOWN or FAILing (slurmctld keeps the reason
+when it marks a node DOWN): RESUME would undo Slurm's state, not only gpuhealth's."""
 EXIT_HEALTHY, EXIT_DRAINED, EXIT_CANNOT_RUN = 0, 1, 2
 
 
@@ -67,8 +79,30 @@ def drain_reason(checks: Sequence[CheckResult]) -> str:
 
 def act(report: Report, *, node: str, mode: str, scontrol: str = "scontrol") -> int:
     """Drain or resume ``node`` as ``report`` says; the exit status for ``mode``
-    (``healthcheck`` or ``prolog``)."""
+    (``healthcheck`` or ``prolog``). The node is read first: one out of service for
+    another reason is left as it is (Slurm's update would replace that reason with
+    gpuhealth's, and the next passing check would resume it)."""
     reason = drain_reason(report.checks)
+    errors = sorted({c.name for c in report.checks if c.status is CheckStatus.ERROR})
+    try:
+        state, current = node_state(scontrol, node)
+    except SlurmCommandError as error:
+        # Unknown state: touching it could undo someone's drain. Still a failure: the
+        # prolog's exit drains the node (Slurm's own reason) and requeues the job.
+        said = reason or (f"could not run {', '.join(errors)}" if errors else "checks passed")
+        print(f"gpuhealth: {said}; could not read {node}: {error}", file=sys.stderr)
+        if reason:
+            return EXIT_DRAINED
+        return EXIT_HEALTHY if mode == "prolog" else EXIT_CANNOT_RUN
+    ours = current.startswith(REASON_PREFIX)
+    out = not OUT.isdisjoint(state_words(state))
+    if reason and out and not ours:
+        print(
+            f"gpuhealth: {reason}; {node} is already {state} ({current or 'no reason'}): "
+            "left as it is",
+            file=sys.stderr,
+        )
+        return EXIT_DRAINED
     if reason:
         try:
             _scontrol(scontrol, "update", f"NodeName={node}", "State=DRAIN", f"Reason={reason}")
@@ -77,16 +111,21 @@ def act(report: Report, *, node: str, mode: str, scontrol: str = "scontrol") -> 
             # Still a failure: the prolog's exit drains the node and requeues the job.
             print(f"gpuhealth: {reason}; could not drain {node}: {error}", file=sys.stderr)
         return EXIT_DRAINED
-    errors = [c for c in report.checks if c.status is CheckStatus.ERROR]
     if errors:
-        names = ", ".join(sorted({c.name for c in errors}))
-        print(f"gpuhealth: could not run {names}: {node} left as it is", file=sys.stderr)
+        print(
+            f"gpuhealth: could not run {', '.join(errors)}: {node} left as it is", file=sys.stderr
+        )
         return EXIT_HEALTHY if mode == "prolog" else EXIT_CANNOT_RUN
-    state, current = node_state(scontrol, node)
-    if "DRAIN" in state and current.startswith(REASON_PREFIX):
+    if ours and "DRAIN" in state_words(state) and NOT_RESUMED.isdisjoint(state_words(state)):
         _scontrol(scontrol, "update", f"NodeName={node}", "State=RESUME")
         print(f"gpuhealth: resumed {node} (was: {current})", file=sys.stderr)
     return EXIT_HEALTHY
+
+
+def state_words(state: str) -> set[str]:
+    """The base state and flags of ``State=`` (``MIXED+DRAIN`` -> MIXED, DRAIN), without
+    the marks sinfo-style output adds (``*``, ``~``...)."""
+    return {w.strip("*~#!%$@^-") for w in state.upper().split("+") if w}
 
 
 def node_state(scontrol: str, node: str) -> tuple[str, str]:

@@ -27,7 +27,7 @@ def check(slurm: SlurmCluster, mode: str, node: str, faults: Path | None) -> int
     return subprocess.run(argv, env=slurm.env, capture_output=True, check=False).returncode
 
 
-def state(slurm: SlurmCluster, node: str) -> tuple[str, str]:
+def state_of(slurm: SlurmCluster, node: str) -> tuple[str, str]:
     shown = slurm.run("scontrol", "-o", "show", "node", node)
     found = shown.split("State=", 1)[1].split()[0]
     reason = shown.split(" Reason=", 1)[1].rsplit(" [", 1)[0] if " Reason=" in shown else ""
@@ -69,18 +69,43 @@ def test_the_health_check_drains_with_the_finding_and_resumes_only_its_own_drain
 ) -> None:
     node, other = slurm.nodes
     assert check(slurm, "healthcheck", node, faults) == 1
-    found, reason = state(slurm, node)
+    found, reason = state_of(slurm, node)
     assert "DRAIN" in found
     assert reason.startswith("gpuhealth: xid gpu2: "), reason
 
     assert check(slurm, "healthcheck", node, None) == 0  # the fault cleared
-    assert "DRAIN" not in state(slurm, node)[0]
+    assert "DRAIN" not in state_of(slurm, node)[0]
 
     person = "replace PSU, ticket 88"
     slurm.run("scontrol", "update", f"NodeName={other}", "State=DRAIN", f"Reason={person}")
     assert check(slurm, "healthcheck", other, None) == 0
-    assert state(slurm, other) == ("IDLE+DRAIN", person)
+    assert state_of(slurm, other) == ("IDLE+DRAIN", person)
     slurm.run("scontrol", "update", f"NodeName={other}", "State=RESUME")
+
+
+@pytest.mark.parametrize(
+    ("state", "reason"),
+    [("DRAIN", "replace PSU, ticket 88"), ("DOWN", "bad cable, ticket 17")],
+)
+def test_a_node_out_for_someone_elses_reason_is_never_drained_over_or_resumed(
+    slurm: SlurmCluster, faults: Path, state: str, reason: str
+) -> None:
+    """Slurm replaces a drain's reason: drained over, the person's drain would become
+    gpuhealth's, and the next passing check would resume it."""
+    node = slurm.nodes[1]
+    # A node just resumed is IDLE+NOT_RESPONDING until slurmctld pings it; set DOWN then,
+    # ReturnToService=2 brings it back at that ping, under the check's feet.
+    eventually(lambda: state_of(slurm, node)[0] == "IDLE", timeout=30, what=f"{node} idle")
+    slurm.run("scontrol", "update", f"NodeName={node}", f"State={state}", f"Reason={reason}")
+    before = state_of(slurm, node)
+    try:
+        assert check(slurm, "healthcheck", node, faults) == 1  # still a failure
+        assert state_of(slurm, node) == before
+        assert check(slurm, "healthcheck", node, None) == 0
+        assert state_of(slurm, node) == before
+        assert before[1] == reason
+    finally:
+        slurm.run("scontrol", "update", f"NodeName={node}", "State=RESUME")
 
 
 def test_a_failing_prolog_keeps_the_job_off_the_broken_node(prolog_slurm: SlurmCluster) -> None:
@@ -90,7 +115,7 @@ def test_a_failing_prolog_keeps_the_job_off_the_broken_node(prolog_slurm: SlurmC
         "sbatch", "--parsable", "-w", broken, "--wrap", "echo ran on $SLURMD_NODENAME"
     ).strip()
     found, reason = eventually(
-        lambda: (found := state(prolog_slurm, broken)) and "DRAIN" in found[0] and found,
+        lambda: (found := state_of(prolog_slurm, broken)) and "DRAIN" in found[0] and found,
         timeout=60,
         what=f"{broken} drained by its prolog",
     )
