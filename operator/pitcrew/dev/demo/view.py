@@ -2,7 +2,10 @@
 
 :class:`Snapshot` is plain data collected once a second by the runner;
 :func:`render` turns it into the live screen and :func:`summary` into the
-closing table, so the screen can be tested without a cluster.
+closing table, so the screen can be tested without a cluster. The closing table
+ends with what Pitcrew adds to a stock cluster, which the demo cannot measure on
+itself: the simulator's figure for a fleet of the demo's size
+(:mod:`pitcrew.dev.demo.simulated`) and the one at Llama 3's size.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from rich.text import Text
 
 from pitcrew.api.gpunode import Phase
 from pitcrew.dev.demo.scenario import STRAGGLER
+from pitcrew.dev.demo.simulated import SimulatedGain
 
 COLOURS = {
     Phase.HEALTHY: "green",
@@ -202,7 +206,7 @@ def render(snapshot: Snapshot) -> RenderableType:
     )
 
 
-def summary(snapshot: Snapshot) -> Table:
+def summary(snapshot: Snapshot, *, simulated: SimulatedGain | None = None) -> Table:
     detected = [f for f in snapshot.faults if f.cordoned_after is not None]
     node_faults = [f for f in snapshot.faults if f.node != "-"]
     delays = sorted(f.cordoned_after for f in detected if f.cordoned_after is not None)
@@ -253,4 +257,31 @@ def summary(snapshot: Snapshot) -> Table:
             "  job MFU before / while it straggled / after",
             " / ".join(_percent(m) for m in (story.before, story.during, story.after)),
         )
+    if simulated is not None:
+        _simulated_rows(table, simulated)
     return table
+
+
+def _points(gain: float) -> str:
+    return f"{gain * 100:+.2f} pts"
+
+
+def _simulated_rows(table: Table, simulated: SimulatedGain) -> None:
+    table.add_row(
+        f"simulated (pitcrew simulate), Llama 3 mix, {simulated.days:g} days",
+        f"this fleet: {simulated.job_nodes}-node job of {simulated.nodes}, "
+        f"{simulated.spares} spares, seed {simulated.seed}",
+    )
+    table.add_row(
+        "  job goodput: stock cluster / Pitcrew's defaults",
+        f"{_percent(simulated.stock)} / {_percent(simulated.pitcrew)}",
+    )
+    table.add_row("  Pitcrew over a stock cluster", _points(simulated.gain))
+    table.add_row(
+        "  the same at Llama 3's size (2,048-node job)",
+        "`pitcrew simulate`, figures in docs/benchmarks.md",
+    )
+    table.caption = (
+        "stock cluster: the NVIDIA device plugin's health check and Kubernetes' "
+        "NotReady eviction; people do the rest"
+    )
