@@ -24,7 +24,9 @@ class Recording:
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def patch_namespaced_pod(self, name: str, namespace: str, body: dict[str, Any]) -> None:
+    def patch_namespaced_pod(
+        self, name: str, namespace: str, body: dict[str, Any], **_: object
+    ) -> None:
         with self.path.open("a") as out:
             out.write(json.dumps(body["metadata"]["annotations"]) + "\n")
 

@@ -28,10 +28,13 @@ its own pod, or a human)::
       '{"step": 1200, "time": "2026-12-02T10:00:00Z", "checkpointStep": 1000,
         "checkpointTime": "2026-12-02T09:52:00Z"}'
 
-The reporter never raises into the training loop: a failed write is logged
-and retried with the next report. It needs ``get``/``patch`` on pods in its
-own namespace and finds its pod from ``POD_NAME``/``POD_NAMESPACE`` (the
-downward API) or the hostname.
+The reporter never raises into the training loop, and never holds it long: each
+write is bounded by :data:`WRITE_TIMEOUT`, and a failed one is logged and tried again
+only after a backoff (:data:`RETRY_FIRST`, doubling to :data:`RETRY_MAX`), with the
+latest step and checkpoint, so an apiserver or slurmctld that is down costs the loop
+one bounded write every few minutes, not a blocking PATCH or a forked ``scontrol`` on
+every step. It needs ``get``/``patch`` on pods in its own namespace and finds its pod
+from ``POD_NAME``/``POD_NAMESPACE`` (the downward API) or the hostname.
 """
 
 from __future__ import annotations
@@ -56,6 +59,12 @@ logger = logging.getLogger(__name__)
 Timing = tuple[float, tuple[RankTime, ...]]
 """The median rank's step time and the slowest nodes (:func:`pitcrew.client.ranks.summarize`)."""
 SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+WRITE_TIMEOUT = 10.0
+"""Seconds one write (a PATCH of the pod, an ``scontrol update``) may hold the loop."""
+RETRY_FIRST = 5.0
+"""Seconds after a failed write before the next is tried; doubled after each failure."""
+RETRY_MAX = 300.0
+"""The longest wait between tries while writes fail."""
 
 
 def encode(progress: Progress) -> str:
@@ -192,14 +201,20 @@ class ProgressReporter:
         api: Any = None,
         clock: Callable[[], datetime.datetime] = _now,
         slurm_job: str | None = None,
+        timer: Callable[[], float] = time.monotonic,
     ) -> None:
         self.pod = pod or os.environ.get("POD_NAME") or socket.gethostname()
         self.namespace = namespace or os.environ.get("POD_NAMESPACE") or _own_namespace()
         self.min_interval = min_interval
         self.model = (flops_per_step, parameters, tokens_per_step)
         self.clock = clock
+        self.timer = timer
+        """Seconds, for the rate limit and the backoff (a monotonic clock)."""
         self._api = api
-        self._last_write = -float("inf")
+        self._next_write = -float("inf")
+        """When the next write may be tried: ``min_interval`` after one that landed,
+        the backoff after one that failed."""
+        self._failures = 0
         self._checkpoint: tuple[int, datetime.datetime] | None = None
         self._step = 0
         self._ranks: Timing | None = None
@@ -215,7 +230,7 @@ class ProgressReporter:
         self._step = step
         if ranks is not None:
             self._ranks = ranks
-        if time.monotonic() - self._last_write < self.min_interval:
+        if self.timer() < self._next_write:
             return False
         return self._write()
 
@@ -225,9 +240,12 @@ class ProgressReporter:
         self.model = (flops_per_step, parameters, tokens)
 
     def checkpoint(self, step: int) -> bool:
-        """Record a finished checkpoint at ``step``; written at once."""
+        """Record a finished checkpoint at ``step``; written at once, or, while writes
+        fail, with the first write after the backoff."""
         self._step = max(self._step, step)
         self._checkpoint = (step, self.clock())
+        if self._failures and self.timer() < self._next_write:
+            return False
         return self._write()
 
     def resumed(self, step: int, saved_at: datetime.datetime) -> None:
@@ -253,18 +271,29 @@ class ProgressReporter:
         )
         try:
             if self.slurm_job:
-                Slurm().comment(self.slurm_job, encode(progress))
+                Slurm(timeout=WRITE_TIMEOUT).comment(self.slurm_job, encode(progress))
             else:
                 self._core().patch_namespaced_pod(
                     self.pod,
                     self.namespace,
                     {"metadata": {"annotations": {PROGRESS_ANNOTATION: encode(progress)}}},
+                    _request_timeout=WRITE_TIMEOUT,
                 )
         except Exception:  # the training loop must never die for a report
+            self._failures += 1
+            wait = min(RETRY_FIRST * 2 ** (self._failures - 1), RETRY_MAX)
+            self._next_write = self.timer() + wait
             where = f"Slurm job {self.slurm_job}" if self.slurm_job else f"pod {self.pod}"
-            logger.warning("could not report progress on %s", where, exc_info=True)
+            logger.warning(
+                "could not report progress on %s (%d in a row); next try in %.0fs",
+                where,
+                self._failures,
+                wait,
+                exc_info=True,
+            )
             return False
-        self._last_write = time.monotonic()
+        self._failures = 0
+        self._next_write = self.timer() + self.min_interval
         self._ranks = None  # one gathering counts in one report, never twice
         return True
 

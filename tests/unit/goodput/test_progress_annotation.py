@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,6 +13,9 @@ import pytest
 from pitcrew.api.vocabulary import PROGRESS_ANNOTATION
 from pitcrew.client.progress import (
     MAX_SLOWEST,
+    RETRY_FIRST,
+    RETRY_MAX,
+    WRITE_TIMEOUT,
     MalformedProgressError,
     ProgressReporter,
     decode,
@@ -26,8 +31,14 @@ class Pods:
     def __init__(self, *, fail: bool = False) -> None:
         self.patches: list[dict[str, Any]] = []
         self.fail = fail
+        self.tries = 0
+        self.timeouts: list[object] = []
 
-    def patch_namespaced_pod(self, name: str, namespace: str, body: dict[str, Any]) -> None:
+    def patch_namespaced_pod(
+        self, name: str, namespace: str, body: dict[str, Any], _request_timeout: object = None
+    ) -> None:
+        self.tries += 1
+        self.timeouts.append(_request_timeout)
         if self.fail:
             raise ConnectionError("apiserver unreachable")
         self.patches.append(body)
@@ -196,9 +207,13 @@ def test_the_latest_timing_replaces_one_not_yet_sent() -> None:
 
 def test_a_failed_write_keeps_the_timing_for_the_next_one() -> None:
     pods = Pods(fail=True)
-    reporter = ProgressReporter(pod="p", namespace="ns", api=pods, min_interval=0, clock=lambda: T0)
+    now = [0.0]
+    reporter = ProgressReporter(
+        pod="p", namespace="ns", api=pods, min_interval=0, clock=lambda: T0, timer=lambda: now[0]
+    )
     assert not reporter.step(1, ranks=TIMING)
     pods.fail = False
+    now[0] += RETRY_FIRST
     assert reporter.step(2)
     assert reporter.step(3)
     sent, after = (annotation(p) for p in pods.patches)
@@ -222,3 +237,43 @@ def test_flops_measured_as_the_job_goes_are_reported() -> None:
     assert reporter.step(1)
     sent = annotation(pods.patches[-1])
     assert (sent.flops_per_step, sent.parameters, sent.tokens_per_step) == (2e15, 7, 9)
+
+
+def test_while_writes_fail_the_training_loop_is_held_once_per_backoff_not_every_step() -> None:
+    """An apiserver out of reach: a write is tried once, then again after the backoff
+    (doubling), never on every step of the loop; a checkpoint waits for the next try."""
+    pods = Pods(fail=True)
+    now = [0.0]
+    reporter = ProgressReporter(
+        pod="p", namespace="ns", api=pods, min_interval=0, clock=lambda: T0, timer=lambda: now[0]
+    )
+    for step in range(1000):
+        reporter.step(step)
+    assert not reporter.checkpoint(1000)
+    assert pods.tries == 1
+    now[0] += RETRY_FIRST
+    reporter.step(1001)
+    now[0] += RETRY_FIRST  # the second wait is twice the first
+    reporter.step(1002)
+    assert pods.tries == 2
+    now[0] += RETRY_MAX
+    pods.fail = False
+    assert reporter.step(1003)
+    sent = annotation(pods.patches[-1])
+    assert (sent.step, sent.checkpoint_step) == (1003, 1000)
+    assert set(pods.timeouts) == {WRITE_TIMEOUT}
+
+
+def test_under_slurm_a_failing_scontrol_is_not_forked_on_every_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The job's comment is written with scontrol: slurmctld out of reach must not
+    cost a fork and a failed RPC on every training step."""
+    scontrol = tmp_path / "scontrol"
+    scontrol.write_text(f'#!/bin/sh\necho "$@" >> {tmp_path / "calls"}\nexit 1\n')
+    scontrol.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    reporter = ProgressReporter(pod="p", namespace="ns", min_interval=0, slurm_job="41")
+    for step in range(200):
+        reporter.step(step)
+    assert len((tmp_path / "calls").read_text().splitlines()) == 1
