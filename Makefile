@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test lint unit e2e chaos devcluster-build prometheus slurm slurm-trixie images images-check image-tools clean
+.PHONY: demo test lint unit e2e chaos devcluster-build prometheus slurm slurm-trixie images images-check image-tools operator-image clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -84,6 +84,14 @@ images: image-tools
 images-check: image-tools
 	scripts/check-images.sh
 
+# What CI builds and runs before the tests: the operator/agent image, as user 65532
+# (`pitcrew --version`, `pitcrew operator --help`); tests/e2e/images then runs its
+# operator against the devcluster. Not the probe image: its 3 GB of CUDA wheels take
+# minutes to build and save (docs/benchmarks.md, Images); `make images` builds it.
+operator-image: image-tools
+	IMAGES=pitcrew scripts/build-images.sh
+	scripts/check-images.sh
+
 devcluster-build: $(VENV)/.installed
 	$(BIN)/pitcrew devcluster build
 
@@ -96,7 +104,7 @@ unit: $(VENV)/.installed
 runtime-check:
 	scripts/check-runtime.sh
 
-e2e: devcluster-build prometheus slurm slurm-trixie
+e2e: operator-image devcluster-build prometheus slurm slurm-trixie
 	$(BIN)/pytest tests/e2e
 
 # The chaos suite runs last, in a pytest session (and devcluster) of its own: it
@@ -105,7 +113,7 @@ CHAOS_SECONDS ?= 60
 chaos: devcluster-build
 	PITCREW_CHAOS_SECONDS=$(CHAOS_SECONDS) $(BIN)/pytest tests/e2e/chaos
 
-test: lint runtime-check devcluster-build prometheus slurm slurm-trixie
+test: lint runtime-check operator-image devcluster-build prometheus slurm slurm-trixie
 	$(BIN)/pytest
 	$(MAKE) chaos
 

@@ -13,7 +13,10 @@
 # what runs is what would be pushed. The operator runs with host networking (a
 # devcluster's apiserver listens on 127.0.0.1) and the kubeconfig mounted read-only
 # at /kube/config: `pitcrew operator --kubeconfig /kube/config --namespace NS
-# --no-leader-election`.
+# --no-leader-election OPERATOR FLAGS...`; the flags come last and win, so
+# `-- --leader-election --identity NAME` runs it as a candidate for the Lease
+# (tests/e2e/images). Its container goes when the script ends, by a signal too
+# (SIGTERM, Ctrl-C): nothing is left running in the store.
 #
 # runc rather than crun, and rlimits no higher than this process's own: crun refuses
 # hosts with cgroup v1 and v2 mounted at once, and without CAP_SYS_RESOURCE (some VMs
@@ -104,11 +107,23 @@ if [ -n "$kubeconfig" ]; then
   [ -r "$kubeconfig" ] || fail "cannot read $kubeconfig"
   # A copy the image's user can read, in a directory only we can.
   scratch=$(mktemp -d)
-  trap 'rm -rf "$scratch"' EXIT
+  # The name is this process's; --replace takes it over from a container that an
+  # earlier run with the same pid left behind when it was killed outright.
+  name=pitcrew-check-operator-$$
+  stop() {
+    podman rm --force --time 5 "$name" >/dev/null 2>&1 || true
+    rm -rf "$scratch"
+  }
+  trap stop EXIT
+  trap 'exit 143' TERM
+  trap 'exit 130' INT
   install -m 0644 "$kubeconfig" "$scratch/config"
   network=host
-  echo "== $image operator against $kubeconfig (namespace $namespace)"
-  run -v "$scratch/config:/kube/config:ro" "$image" \
+  echo "== $image operator against $kubeconfig (namespace $namespace, container $name)"
+  # In the background: bash runs a trap only once the foreground command has ended,
+  # while `wait` returns at the signal.
+  run --name "$name" --replace -v "$scratch/config:/kube/config:ro" "$image" \
     operator --kubeconfig /kube/config --namespace "$namespace" --no-leader-election \
-    "${operator_flags[@]}"
+    "${operator_flags[@]}" &
+  wait $!
 fi
