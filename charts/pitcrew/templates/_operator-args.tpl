@@ -14,12 +14,12 @@
 - {{ printf "--image-pull-secrets=%s" (include "pitcrew.imagePullSecretNames" .) | quote }}
 - {{ printf "--job-runtime-class=%s" .Values.agent.runtimeClassName | quote }}
 - {{ printf "--remediation-image=%s" $settings.jobs.remediationImage | quote }}
-- {{ printf "--account-prefix=%s" (include "pitcrew.fullname" .) | quote }}
+- {{ printf "--account-prefix=%s" (include "pitcrew.serviceAccountPrefix" .) | quote }}
 - {{ printf "--metrics-port=%d" (int $settings.metrics.port) | quote }}
 - {{ printf "--metrics-accounting-interval=%s" $settings.metrics.accountingInterval | quote }}
 - {{ printf "--max-jobs=%d" (int $settings.metrics.maxJobs) | quote }}
 - {{ printf "--health-port=%d" (int $settings.health.port) | quote }}
 - {{ printf "--health-watch-stale=%s" $settings.health.watchStale | quote }}
-- {{ printf "--slurm-scontrol=%s" $settings.slurm.scontrol | quote }}
+- {{ printf "--slurm-scontrol=%s" (include "pitcrew.slurmScontrol" .) | quote }}
 - {{ printf "--slurm-interval=%s" $settings.slurm.interval | quote }}
 {{- end -}}

@@ -91,11 +91,27 @@ def next_steps(kubeconfig: str, namespace: str) -> list[str]:
 def _install(args: argparse.Namespace) -> int:
     from pitcrew.deploy import install  # noqa: PLC0415
 
+    training = args.training_namespace or []
     if args.dry_run:
-        sys.stdout.write(install.render(args.namespace, policy=not args.no_policy))
+        sys.stdout.write(
+            install.render(
+                args.namespace,
+                policy=not args.no_policy,
+                crds_only=args.crds_only,
+                training_namespaces=training,
+            )
+        )
+        return 0
+    if args.crds_only:
+        names = install.install_crds(_cluster(args.kubeconfig), log=print)
+        print(f"{len(names)} CRDs applied and served.")
         return 0
     applied = install.install(
-        _cluster(args.kubeconfig), args.namespace, policy=not args.no_policy, log=print
+        _cluster(args.kubeconfig),
+        args.namespace,
+        policy=not args.no_policy,
+        training_namespaces=training,
+        log=print,
     )
     print(
         f"{applied} objects applied. Run the operator (`pitcrew operator --namespace "
@@ -430,6 +446,18 @@ def build_parser() -> argparse.ArgumentParser:
     install_cmd.add_argument("--dry-run", action="store_true", help="print the objects, apply none")
     install_cmd.add_argument(
         "--no-policy", action="store_true", help="leave out the default GPUHealthPolicy"
+    )
+    install_cmd.add_argument(
+        "--crds-only",
+        action="store_true",
+        help="apply the CRDs alone (the chart's pre-install and pre-upgrade hook runs this)",
+    )
+    install_cmd.add_argument(
+        "--training-namespace",
+        action="append",
+        metavar="NAMESPACE",
+        help="let the default ServiceAccount of this namespace's training jobs report "
+        "progress on its own pod (repeatable; the chart's trainingJobs.namespaces)",
     )
     install_cmd.set_defaults(handler=_install)
     crds = commands.add_parser("crds", help="generate CRD YAML from the API models")

@@ -13,10 +13,11 @@ them from it, not from a second copy. ``pitcrew chart`` writes three things:
   setting.
 
 A few settings come from elsewhere in the chart (:data:`WIRED`): the release's
-namespace and name, the pod's name, and values other workloads share (the probe
-image and resources, the pull secrets, the runtime class). ``pitcrew chart --check``
-fails when any of the three no longer matches the model, so a changed default or a
-new field reaches the chart in the same commit.
+namespace, the pod's name, the ServiceAccounts' names, values other workloads share
+(the probe image and resources, the pull secrets, the runtime class), and the Slurm
+client, which the chart's ``slurm`` section brings with its image and files.
+``pitcrew chart --check`` fails when any of the three no longer matches the model, so a
+changed default or a new field reaches the chart in the same commit.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ WIRED: dict[str, str] = {
     "jobs.probe_resources": "(toJson .Values.probes.resources)",
     "jobs.image_pull_secrets": '(include "pitcrew.imagePullSecretNames" .)',
     "jobs.runtime_class": ".Values.agent.runtimeClassName",
-    "jobs.account_prefix": '(include "pitcrew.fullname" .)',
+    "jobs.account_prefix": '(include "pitcrew.serviceAccountPrefix" .)',
+    "slurm.scontrol": '(include "pitcrew.slurmScontrol" .)',
 }
 """Settings the chart takes from elsewhere: the Helm expression of each value."""
 UNSET = frozenset({"kubeconfig"})
@@ -51,8 +53,9 @@ INTRO = """\
   # Override them at install (--set operator.settings.rounds.resync=30s); their
   # defaults are the model's, written here by the generator.
   # The chart sets the others itself: namespace and identity from the release and the
-  # pod, the Jobs' ServiceAccounts from the release name, probes.image and
-  # probes.resources, imagePullSecrets, and agent.runtimeClassName for the Jobs.
+  # pod, the Jobs' ServiceAccounts from serviceAccount.name, probes.image and
+  # probes.resources, imagePullSecrets, agent.runtimeClassName for the Jobs, and
+  # the Slurm client from slurm.*.
 """
 
 

@@ -251,8 +251,8 @@ def _panel(panel: Panel, index: int) -> dict[str, object]:
             {"refId": chr(ord("A") + i), "expr": expr, "legendFormat": panel.legend, **table}
             for i, expr in enumerate(panel.exprs)
         ],
+        # One row a series, its labels as columns; no time or value column.
         **(
-            # One row a series, its labels as columns; no time or value column.
             {"transformations": [{"id": "organize", "options": {"excludeByName": HIDDEN}}]}
             if table
             else {}

@@ -29,13 +29,24 @@ probe
     gpunodes get, gpunodes/status patch: the validation report.
 remediation
     nothing: the reset Job only needs the node's devices.
+crds (the chart's pre-install and pre-upgrade hook, :func:`crd_upgrade_manifests`)
+    customresourcedefinitions get/patch of Pitcrew's own CRDs (by name) and create:
+    ``pitcrew install --crds-only``, since Helm never upgrades a chart's CRDs. Created
+    for the hook and deleted once it succeeded.
+a training job (in each namespace opted in, :func:`training_job_manifests`)
+    pods patch: the framework hook's ``pitcrew.dev/progress`` annotation on its own pod.
+    RBAC cannot narrow that to one pod or one annotation; an admission policy does
+    (:func:`pitcrew.deploy.admission.training_job_manifests`), and the chart renders
+    the two together.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from pitcrew.api import crdgen
 from pitcrew.api.vocabulary import account_name
+from pitcrew.deploy.admission import training_job_role_name
 
 Rule = dict[str, list[str]]
 
@@ -95,24 +106,106 @@ CLUSTER_RULES = {
 
 def manifests(namespace: str, *, prefix: str = "pitcrew") -> list[dict[str, Any]]:
     """ServiceAccounts, ClusterRoles and bindings, and the operator's namespaced Role."""
-    objects: list[dict[str, Any]] = []
+    return service_accounts(namespace, accounts=prefix) + roles(namespace, prefix=prefix)
+
+
+def service_accounts(namespace: str, *, accounts: str = "pitcrew") -> list[dict[str, Any]]:
+    """The four ServiceAccounts, named ``<accounts>-<component>``."""
     labels = {"app.kubernetes.io/part-of": "pitcrew"}
-    for component in ACCOUNTS:
-        objects.append(
-            {
-                "apiVersion": "v1",
-                "kind": "ServiceAccount",
-                "metadata": {
-                    "name": account_name(component, prefix),
-                    "namespace": namespace,
-                    "labels": labels,
-                },
-            }
-        )
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {
+                "name": account_name(component, accounts),
+                "namespace": namespace,
+                "labels": labels,
+            },
+        }
+        for component in ACCOUNTS
+    ]
+
+
+def roles(
+    namespace: str, *, prefix: str = "pitcrew", accounts: str | None = None
+) -> list[dict[str, Any]]:
+    """ClusterRoles and bindings, and the operator's namespaced Role: named after
+    ``prefix``, bound to the ServiceAccounts named after ``accounts`` (by default the
+    same; the chart's ``serviceAccount.name`` may name other accounts)."""
+    objects: list[dict[str, Any]] = []
     for component, rules in CLUSTER_RULES.items():
-        name = account_name(component, prefix)
-        objects += _cluster_role(name, rules, account=name, namespace=namespace)
-    return objects + _operator_role(namespace, namespace, OPERATOR_NAMESPACE_RULES, prefix)
+        objects += _cluster_role(
+            account_name(component, prefix),
+            rules,
+            account=account_name(component, accounts or prefix),
+            namespace=namespace,
+        )
+    return objects + _operator_role(
+        namespace, namespace, OPERATOR_NAMESPACE_RULES, prefix, accounts=accounts
+    )
+
+
+def crd_names() -> list[str]:
+    """Pitcrew's CustomResourceDefinitions, by name."""
+    return [str(crdgen.crd(model)["metadata"]["name"]) for model in crdgen.RESOURCES]
+
+
+def crd_upgrade_manifests(namespace: str, *, prefix: str = "pitcrew") -> list[dict[str, Any]]:
+    """The account ``pitcrew install --crds-only`` runs as in the chart's CRD hook: it
+    may read and apply Pitcrew's CRDs (by name) and create new ones (RBAC cannot name
+    an object not yet created), nothing else."""
+    account = account_name("crds", prefix)
+    rules = [
+        {
+            "apiGroups": ["apiextensions.k8s.io"],
+            "resources": ["customresourcedefinitions"],
+            "resourceNames": crd_names(),
+            "verbs": ["get", "patch"],
+        },
+        _rule(["apiextensions.k8s.io"], ["customresourcedefinitions"], ["create"]),
+    ]
+    labels = {"app.kubernetes.io/part-of": "pitcrew"}
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": account, "namespace": namespace, "labels": labels},
+        },
+        *_cluster_role(account, rules, account=account, namespace=namespace),
+    ]
+
+
+TRAINING_JOB_RULES: list[Rule] = [_rule([""], ["pods"], ["patch"])]
+
+
+def training_job_manifests(
+    namespace: str, accounts: list[str], *, prefix: str = "pitcrew"
+) -> list[dict[str, Any]]:
+    """In one namespace of training jobs: a Role to patch pods, bound to ``accounts``
+    (the jobs' ServiceAccounts). The RoleBinding is also the parameter of the admission
+    policy that confines those accounts to their own pod's ``pitcrew.dev/``
+    annotations (:func:`pitcrew.deploy.admission.training_job_manifests`): never apply
+    one without the other."""
+    name = training_job_role_name(prefix)
+    labels = {"app.kubernetes.io/part-of": "pitcrew"}
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": name, "namespace": namespace, "labels": labels},
+            "rules": TRAINING_JOB_RULES,
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": name, "namespace": namespace, "labels": labels},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [
+                {"kind": "ServiceAccount", "name": account, "namespace": namespace}
+                for account in accounts
+            ],
+        },
+    ]
 
 
 JOB_SIZE_RULES: list[Rule] = [
@@ -126,13 +219,17 @@ JOB_SIZE_RULES: list[Rule] = [
 ]
 
 
-def job_size_manifests(namespace: str, *, prefix: str = "pitcrew") -> list[dict[str, Any]]:
+def job_size_manifests(
+    namespace: str, *, prefix: str = "pitcrew", accounts: str | None = None
+) -> list[dict[str, Any]]:
     """A ClusterRole to read training jobs' launcher objects (get only: their specs
     hold no secrets), for the sizes they declare (:mod:`pitcrew.core.job_size`).
     Optional: without it a job is sized by its pods (``rbac.readJobSizes``)."""
-    account = account_name("operator", prefix)
     return _cluster_role(
-        f"{account}-job-sizes", JOB_SIZE_RULES, account=account, namespace=namespace
+        f"{account_name('operator', prefix)}-job-sizes",
+        JOB_SIZE_RULES,
+        account=account_name("operator", accounts or prefix),
+        namespace=namespace,
     )
 
 
@@ -163,23 +260,31 @@ def _cluster_role(
 
 
 def metal3_manifests(
-    hosts_namespace: str, namespace: str, *, prefix: str = "pitcrew"
+    hosts_namespace: str, namespace: str, *, prefix: str = "pitcrew", accounts: str | None = None
 ) -> list[dict[str, Any]]:
     """The operator's Role in the BareMetalHosts' namespace: read the BMC credential
     Secrets their ``spec.bmc.credentialsName`` names (Metal3 keeps them beside the
     hosts). Rendered only where the cluster admin names that namespace."""
     rules = [_rule([""], ["secrets"], ["get"])]
-    return _operator_role(hosts_namespace, namespace, rules, prefix, suffix="-metal3")
+    return _operator_role(
+        hosts_namespace, namespace, rules, prefix, suffix="-metal3", accounts=accounts
+    )
 
 
 def _operator_role(
-    where: str, namespace: str, rules: list[Rule], prefix: str, *, suffix: str = ""
+    where: str,
+    namespace: str,
+    rules: list[Rule],
+    prefix: str,
+    *,
+    suffix: str = "",
+    accounts: str | None = None,
 ) -> list[dict[str, Any]]:
     """A Role with ``rules`` in ``where``, bound to the operator's ServiceAccount; a
     ``suffix`` keeps it apart from the operator's own Role should ``where`` be the
     operator's namespace."""
-    account = account_name("operator", prefix)
-    name = f"{account}{suffix}"
+    account = account_name("operator", accounts or prefix)
+    name = f"{account_name('operator', prefix)}{suffix}"
     labels = {"app.kubernetes.io/part-of": "pitcrew"}
     return [
         {

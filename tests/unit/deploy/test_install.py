@@ -23,7 +23,9 @@ def test_the_objects_are_the_charts_and_the_crds_the_models() -> None:
         *admission.manifests("ops"),
     ]:
         assert obj in found
-    assert {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ops"}} in found
+    namespace = {"name": "ops", "labels": install.POD_SECURITY}
+    assert {"apiVersion": "v1", "kind": "Namespace", "metadata": namespace} in found
+    assert admission.training_job_manifests()[0] in found  # confines no one without a Role
     assert found[-1]["kind"] == "GPUHealthPolicy"
     assert [o["kind"] for o in install.objects("ops", policy=False)] == [
         o["kind"] for o in found[:-1]
@@ -48,3 +50,25 @@ def test_every_object_has_a_path_the_apply_knows() -> None:
 def test_dry_run_output_is_every_object_as_yaml() -> None:
     documents = list(yaml.safe_load_all(install.render("ops")))
     assert documents == install.objects("ops")
+
+
+def test_crds_only_is_the_crds_alone() -> None:
+    documents = list(yaml.safe_load_all(install.render("ops", crds_only=True)))
+    assert documents == install.crds()
+    assert [d["kind"] for d in documents] == ["CustomResourceDefinition"] * len(crdgen.RESOURCES)
+
+
+def test_a_training_namespace_gets_the_role_the_policy_takes_as_its_parameter() -> None:
+    found = install.objects("ops", policy=False, training_namespaces=["team-a"])
+    role, binding = (o for o in found if o["metadata"].get("namespace") == "team-a")
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["patch"]}]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "default", "namespace": "team-a"}
+    ]
+    policy_binding = admission.training_job_manifests()[1]
+    assert policy_binding["spec"]["paramRef"]["name"] == binding["metadata"]["name"]
+    assert not [
+        o
+        for o in install.objects("ops")
+        if o["kind"] == "RoleBinding" and "training" in o["metadata"]["name"]
+    ]
