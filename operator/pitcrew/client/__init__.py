@@ -5,6 +5,7 @@ models (pydantic), never kopf, the shell or the simulation, and it never
 raises into a training loop.
 """
 
+from pitcrew.client.background import BackgroundReporter
 from pitcrew.client.progress import ProgressReporter
 
-__all__ = ["ProgressReporter"]
+__all__ = ["BackgroundReporter", "ProgressReporter"]

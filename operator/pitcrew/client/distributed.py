@@ -26,13 +26,18 @@ times, which every rank holds alike: the ranks agree on when to gather without a
 word more.
 
 Node names come from ``NODE_NAME`` (the downward API's ``spec.nodeName``) or the
-hostname, gathered once. Nothing here raises into the training loop: a failed
-write or gathering is logged and the next one tried.
+hostname, gathered once. Nothing here raises into the training loop, and no step
+waits on Kubernetes: rank 0 writes from a thread of its own
+(:class:`~pitcrew.client.background.BackgroundReporter`), and a failed write or
+gathering is logged and the next one tried. A job that restarted from a checkpoint
+says so with :meth:`TrainingReporter.resumed`; :meth:`TrainingReporter.flush` at the
+end of training writes what is left.
 """
 
 from __future__ import annotations
 
 import contextlib
+import datetime
 import functools
 import logging
 import math
@@ -42,6 +47,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, ParamSpec
 
+from pitcrew.client.background import BackgroundReporter
 from pitcrew.client.progress import ProgressReporter, Timing
 from pitcrew.client.ranks import summarize
 
@@ -57,6 +63,8 @@ logger = logging.getLogger(__name__)
 P = ParamSpec("P")
 FIRST_GATHER = 10
 """Steps before the first gathering: step times settle after the first few."""
+WRITE_WAIT = 10.0
+"""Seconds the end of training waits for the last reports to be written."""
 
 
 def guarded(hook: Callable[P, None]) -> Callable[P, None]:
@@ -130,7 +138,7 @@ class TrainingReporter:
         self.min_interval = min_interval
         self.reporter = reporter
         if self.rank == 0 and reporter is None:
-            self.reporter = ProgressReporter(
+            self.reporter = BackgroundReporter(
                 min_interval=min_interval,
                 flops_per_step=flops_per_step,
                 parameters=parameters
@@ -175,6 +183,18 @@ class TrainingReporter:
     def flops(self, flops_per_step: float) -> None:
         if self.reporter is not None:
             self.reporter.flops(flops_per_step)
+
+    def resumed(self, step: int, saved_at: datetime.datetime) -> None:
+        """The job restarted from the checkpoint of ``step``, saved at ``saved_at``: the
+        next report says where it went back to (every rank may call it; rank 0 tells)."""
+        if self.reporter is not None:
+            self.reporter.resumed(step, saved_at)
+
+    def flush(self, timeout: float = WRITE_WAIT) -> None:
+        """At the end of training: wait at most ``timeout`` seconds for rank 0's last
+        reports to be written."""
+        if isinstance(self.reporter, BackgroundReporter):
+            self.reporter.flush(timeout)
 
     def _gather(self) -> Timing | None:
         now = time.perf_counter()

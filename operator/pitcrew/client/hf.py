@@ -12,11 +12,16 @@ the downward API and ``patch`` on its own pod): the Trainer's global step, each
 checkpoint once saved, the model's parameters, the FLOPs per optimizer step the
 Trainer itself counts (``state.total_flos``, summed over the ranks, divided by the
 steps it grew over, as of its last log or save), and every rank's forward-pass time, gathered as
-:class:`~pitcrew.client.distributed.TrainingReporter` does.
+:class:`~pitcrew.client.distributed.TrainingReporter` does. Writes happen on a thread of
+their own (no step waits on Kubernetes). A run resumed from a checkpoint
+(``train(resume_from_checkpoint=...)``) reports the step it went back to, saved when its
+``trainer_state.json`` was written.
 """
 
 from __future__ import annotations
 
+import datetime
+from pathlib import Path
 from typing import Any
 
 from gpuhealth.distribution import install_hint
@@ -29,7 +34,7 @@ except ImportError as missing:
     ) from missing
 
 # After the check, so that a job without the extra reads which extra it is.
-from pitcrew.client.distributed import TrainingReporter, guarded
+from pitcrew.client.distributed import WRITE_WAIT, TrainingReporter, guarded
 
 
 class PitcrewTrainerCallback(TrainerCallback):  # type: ignore[misc]  # untyped here
@@ -51,6 +56,17 @@ class PitcrewTrainerCallback(TrainerCallback):  # type: ignore[misc]  # untyped 
             tokens_per_step=self.tokens_per_step,
         )
         self.flos = (float(state.total_flos), int(state.global_step))
+        step = int(state.global_step)
+        if step > 0:  # resumed: the Trainer loaded its state from a checkpoint
+            saved = Path(args.output_dir) / f"checkpoint-{step}" / "trainer_state.json"
+            if saved.exists():
+                at = datetime.datetime.fromtimestamp(saved.stat().st_mtime, datetime.UTC)
+                self.reporter.resumed(step, at)
+
+    @guarded
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self.reporter is not None:
+            self.reporter.flush(WRITE_WAIT)
 
     @guarded
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:

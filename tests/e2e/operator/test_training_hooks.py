@@ -1,6 +1,8 @@
 """Training jobs as people launch them: a JobSet's pods (no ``pitcrew.dev/*`` label),
 a training process with Pitcrew's framework hook and nothing else. The hook writes
-to the real apiserver with the pod's environment, as it would in the pod; the
+to the real apiserver with the pod's environment and the pod's own credentials (its
+ServiceAccount's token bound to the pod, with the Role and admission policy of
+``pitcrew install --training-namespace``: no admin), as it would in the pod; the
 operator accounts the job, drains a failing node of it at the checkpoint the hook
 reported, and takes out the node that its ranks' step times name the straggler."""
 
@@ -17,6 +19,8 @@ from typing import IO, Any
 
 from kubernetes import client
 
+from pitcrew.deploy import install
+from pitcrew.dev.devcluster import install as install_dev
 from pitcrew.dev.stack import SimStack
 from support.fixtures import HealthyFleet
 from support.fleet import Fleet, eventually
@@ -44,6 +48,19 @@ class Trainer:
         self.process.kill()
         self.process.wait()
         self.log.close()
+
+
+def pod_credentials(api: client.ApiClient, namespace: str, pod: str, folder: Path) -> str:
+    """A kubeconfig with what the training pod itself holds: its ServiceAccount's token,
+    bound to the pod (the projected token), in a namespace opted in for training jobs."""
+    install.install_training_jobs(api, namespace)
+    found = client.CoreV1Api(api).read_namespaced_pod(pod, namespace)
+    path = install_dev.service_account_kubeconfig(
+        api, component="trainer", namespace=namespace, path=folder / f"{pod}.kubeconfig",
+        account=found.spec.service_account_name,
+        bound_pod={"metadata": {"name": pod, "uid": found.metadata.uid}},
+    )  # fmt: skip
+    return str(path)
 
 
 def train(kubeconfig: str, namespace: str, pod: str, node: str, *args: str) -> Trainer:
@@ -76,11 +93,12 @@ def test_a_lightning_job_launched_by_jobset_is_accounted_and_drained_at_its_chec
     pitcrew: SimStack,
     api_client: client.ApiClient,
     namespace: str,
-    kubeconfig: str,
+    tmp_path: Path,
 ) -> None:
     fleet = healthy_fleet(size=3, safety={"drain": {"checkpointMaxDelay": "10m"}})
     rank0, _ = jobset(api_client, fleet, namespace, "finetune", fleet.nodes[:2])
-    trainer = train(kubeconfig, namespace, rank0, fleet.nodes[0], "lightning", "600")
+    own = pod_credentials(api_client, namespace, rank0, tmp_path)
+    trainer = train(own, namespace, rank0, fleet.nodes[0], "lightning", "600")
     try:
         job = f"{namespace}/finetune"
         eventually(
@@ -112,7 +130,7 @@ def test_the_rank_its_job_names_slowest_has_its_node_taken_out_as_a_straggler(
     pitcrew: SimStack,
     api_client: client.ApiClient,
     namespace: str,
-    kubeconfig: str,
+    tmp_path: Path,
 ) -> None:
     fleet = healthy_fleet(
         size=3,
@@ -121,7 +139,8 @@ def test_the_rank_its_job_names_slowest_has_its_node_taken_out_as_a_straggler(
     )
     rank0, _ = jobset(api_client, fleet, namespace, "pretrain", fleet.nodes[:2])
     fast, slow = fleet.nodes[:2]
-    trainer = train(kubeconfig, namespace, rank0, fast, "ranks", "1500", fast, slow, "0.03")
+    own = pod_credentials(api_client, namespace, rank0, tmp_path)
+    trainer = train(own, namespace, rank0, fast, "ranks", "1500", fast, slow, "0.03")
     try:
         eventually(
             lambda: reason(fleet, slow) == ("Suspect", "Straggler") or not trainer.running(),

@@ -3,6 +3,7 @@ steps): what it writes is what the operator reads."""
 
 from __future__ import annotations
 
+import datetime
 from pathlib import Path
 
 import pytest
@@ -15,11 +16,9 @@ from support.hook_patches import Patches
 BATCH, SEQ = 2, 16
 
 
-def test_rank_0_reports_steps_checkpoints_and_the_trainers_flops(
-    tmp_path: Path, apiserver: Patches
-) -> None:
+def tiny() -> GPT2LMHeadModel:
     torch.manual_seed(0)
-    model = GPT2LMHeadModel(
+    return GPT2LMHeadModel(
         GPT2Config(
             n_layer=1,
             n_embd=32,
@@ -30,11 +29,14 @@ def test_rank_0_reports_steps_checkpoints_and_the_trainers_flops(
             eos_token_id=0,
         )
     )
-    tokens = torch.randint(0, 64, (BATCH * 12, SEQ))
+
+
+def trainer(folder: Path, model: GPT2LMHeadModel, steps: int) -> Trainer:
+    tokens = torch.randint(0, 64, (BATCH * steps, SEQ))
     data = [{"input_ids": t, "labels": t} for t in tokens]
     args = TrainingArguments(
-        output_dir=str(tmp_path),
-        max_steps=12,
+        output_dir=str(folder),
+        max_steps=steps,
         per_device_train_batch_size=BATCH,
         save_strategy="steps",
         save_steps=5,
@@ -43,12 +45,19 @@ def test_rank_0_reports_steps_checkpoints_and_the_trainers_flops(
         use_cpu=True,
         disable_tqdm=True,
     )
-    Trainer(
+    return Trainer(
         model=model,
         args=args,
         train_dataset=data,
         callbacks=[PitcrewTrainerCallback(min_interval=0)],
-    ).train()
+    )
+
+
+def test_rank_0_reports_steps_checkpoints_and_the_trainers_flops(
+    tmp_path: Path, apiserver: Patches
+) -> None:
+    model = tiny()
+    trainer(tmp_path, model, 12).train()
     reports = apiserver.reports()
     last = reports[-1]
     assert last.step == 12
@@ -61,3 +70,16 @@ def test_rank_0_reports_steps_checkpoints_and_the_trainers_flops(
     timed = [r for r in reports if r.step_seconds is not None]
     assert timed, "no report carried the ranks' step times"
     assert {r.slowest[0].node for r in timed} == {"gpu-node-7"}
+
+
+def test_a_resumed_run_reports_the_checkpoint_it_went_back_to(
+    tmp_path: Path, apiserver: Patches
+) -> None:
+    trainer(tmp_path, tiny(), 10).train()
+    state = tmp_path / "checkpoint-10" / "trainer_state.json"
+    saved_at = datetime.datetime.fromtimestamp(state.stat().st_mtime, datetime.UTC)
+    before = len(apiserver.reports())
+    trainer(tmp_path, tiny(), 12).train(resume_from_checkpoint=str(tmp_path / "checkpoint-10"))
+    restarted = apiserver.reports()[before:]
+    assert (restarted[0].checkpoint_step, restarted[0].checkpoint_time) == (10, saved_at)
+    assert restarted[-1].step == 12

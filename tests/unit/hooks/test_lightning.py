@@ -1,19 +1,24 @@
 """The Lightning callback, in a real Lightning run (CPU, a tiny model, a few steps):
-what it writes is what the operator reads."""
+what it writes is what the operator reads; under either Lightning package, and after
+a restart from a checkpoint."""
 
 from __future__ import annotations
 
+import datetime
+import importlib
 import os
 import re
+import sys
 from pathlib import Path
 
 import lightning.pytorch as pl
 import pytest
+import pytorch_lightning
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 from torch.utils.data import DataLoader, TensorDataset
 
-from pitcrew.client.lightning import PitcrewCallback
+from pitcrew.client.lightning import SAVED_AT, PitcrewCallback
 from support.hook_patches import Patches
 
 BATCH, IN, OUT = 4, 32, 16
@@ -87,3 +92,65 @@ def test_an_unreachable_apiserver_never_stops_training(
     monkeypatch.setenv("KUBECONFIG", str(dead))
     fit(tmp_path, PitcrewCallback(min_interval=0), steps=3)
     assert apiserver.annotations == []
+
+
+def test_a_resumed_run_reports_the_checkpoint_it_went_back_to(
+    tmp_path: Path, apiserver: Patches
+) -> None:
+    fit(tmp_path, PitcrewCallback(min_interval=0), steps=10)
+    saved = tmp_path / "epoch=0-step=10.ckpt"
+    saved_at = datetime.datetime.fromisoformat(torch.load(saved, weights_only=False)[SAVED_AT])
+    before = len(apiserver.reports())
+    data = DataLoader(TensorDataset(torch.randn(BATCH * 15, IN)), batch_size=BATCH)
+    pl.Trainer(
+        max_steps=15, accelerator="cpu", devices=1, callbacks=[PitcrewCallback(min_interval=0)],
+        logger=False, enable_progress_bar=False, enable_model_summary=False,
+        enable_checkpointing=False, default_root_dir=tmp_path,
+    ).fit(Tiny(), data, ckpt_path=saved)  # fmt: skip
+    restarted = apiserver.reports()[before:]
+    # From its first report on, the restarted run says where it went back to.
+    assert (restarted[0].checkpoint_step, restarted[0].checkpoint_time) == (10, saved_at)
+    assert restarted[0].step >= 10
+    assert restarted[-1].step == 15
+
+
+class PtlTiny(pytorch_lightning.LightningModule):  # type: ignore[misc]
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = torch.nn.Linear(IN, OUT, bias=False)
+
+    def training_step(self, batch: list[torch.Tensor], _: int) -> torch.Tensor:
+        (x,) = batch
+        return self.layer(x).square().mean()
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.01)
+
+
+def test_a_pytorch_lightning_trainer_takes_the_same_callback(
+    tmp_path: Path, apiserver: Patches
+) -> None:
+    callback = PitcrewCallback(min_interval=0)
+    assert isinstance(callback, pytorch_lightning.Callback)
+    assert isinstance(callback, pl.Callback)
+    data = DataLoader(TensorDataset(torch.randn(BATCH * 6, IN)), batch_size=BATCH)
+    saving = pytorch_lightning.callbacks.ModelCheckpoint(dirpath=tmp_path, every_n_train_steps=5)
+    pytorch_lightning.Trainer(
+        max_steps=6, accelerator="cpu", devices=1, callbacks=[callback, saving],
+        logger=False, enable_progress_bar=False, enable_model_summary=False,
+        default_root_dir=tmp_path,
+    ).fit(PtlTiny(), data)  # fmt: skip
+    last = apiserver.reports()[-1]
+    assert (last.step, last.checkpoint_step) == (6, 5)
+
+
+def test_with_pytorch_lightning_alone_the_callback_is_its_callback(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delitem(sys.modules, "pitcrew.client.lightning")  # imported afresh, then restored
+    for name in ("lightning", "lightning.pytorch"):
+        monkeypatch.setitem(sys.modules, name, None)  # what an environment without it gives
+    alone = importlib.import_module("pitcrew.client.lightning")
+    bases = alone.PitcrewCallback.__mro__
+    assert pytorch_lightning.Callback in bases
+    assert pl.Callback not in bases
