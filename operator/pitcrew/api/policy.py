@@ -539,9 +539,10 @@ class SlurmSpec(ApiModel):
     enabled: bool = Field(
         default=False,
         description="Drain and resume this policy's nodes in Slurm too. Needs the "
-        "operator's Slurm client (its --slurm-scontrol flag): without it, every node of "
-        "the policy is a Slurm node of unknown state (condition SlurmReadable False), "
-        "whose drain waits until drain.timeout.",
+        "operator's Slurm client (its --slurm-scontrol flag, which the chart's "
+        "slurm.enabled sets): without it, every node of the policy is a Slurm node of "
+        "unknown state (condition SlurmReadable False), whose drain waits until "
+        "drain.timeout.",
     )
     namespace: str = Field(
         default="slurm",

@@ -90,7 +90,10 @@ compared strictly, so a decision exactly at one would decide the same."""
 WATCHED = ("policy", "node", "gpunode", "pod", "run")
 PRIME_BACKOFF = (1.0, 2.0, 5.0, 10.0, 30.0)
 Clock = Callable[[], datetime.datetime]
-NO_CLIENT = "the operator runs without Slurm's client (its --slurm-scontrol flag is not set)"
+NO_CLIENT = (
+    "the operator runs without Slurm's client (its --slurm-scontrol flag is not set; "
+    "the chart's slurm.enabled sets it)"
+)
 
 
 class Steppable(Protocol):

@@ -100,8 +100,10 @@ class SlurmNodeView:
 
     @property
     def busy(self) -> bool:
-        """Jobs run or are ending on it."""
-        return not {"ALLOCATED", "MIXED", "COMPLETING"}.isdisjoint(self.states)
+        """Jobs run or are ending on it, or may: UNKNOWN is what slurmctld shows for a
+        few seconds after it starts, before the node's slurmd registers, whatever runs
+        there (``UNKNOWN+DRAIN`` for a drained node whose job runs on)."""
+        return not {"ALLOCATED", "MIXED", "COMPLETING", "UNKNOWN"}.isdisjoint(self.states)
 
     @property
     def drained(self) -> bool:

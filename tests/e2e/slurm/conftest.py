@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from support.slurmcluster import SlurmCluster, missing_binaries
+from support.slurmcluster import HANG_EPILOG, SlurmCluster, missing_binaries
 
 SLURM_NODES = ["slurm-node-0", "slurm-node-1"]
 
@@ -25,5 +25,9 @@ def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
         if os.environ.get("CI"):
             pytest.fail(reason)
         pytest.skip(reason)
-    with SlurmCluster(tmp_path_factory.mktemp("slurm"), SLURM_NODES) as cluster:
+    directory = tmp_path_factory.mktemp("slurm")
+    epilog = directory / "epilog.sh"
+    epilog.write_text(f"#!/bin/sh\nwhile [ -f {directory / HANG_EPILOG} ]; do sleep 1; done\n")
+    epilog.chmod(0o755)
+    with SlurmCluster(directory, SLURM_NODES, extra=[f"Epilog={epilog}"]) as cluster:
         yield cluster

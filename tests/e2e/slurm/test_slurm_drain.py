@@ -18,8 +18,8 @@ import pytest
 from kubernetes import client
 
 from pitcrew.dev.stack import SimStack
-from support.fleet import NAMESPACE, Fleet, eventually
-from support.slurmcluster import SlurmCluster, binary
+from support.fleet import GROUP, NAMESPACE, VERSION, Fleet, eventually
+from support.slurmcluster import HANG_EPILOG, SlurmCluster, binary
 
 FATAL_XID = [{"type": "xid", "gpu": 2, "code": 79}]
 LABEL = "slinky.slurm.net/pod-hostname"
@@ -221,3 +221,115 @@ def test_a_suspect_nodes_drain_waits_for_its_slurm_jobs_checkpoint(
     assert job_state(slurm, job) == "RUNNING"  # Slurm's drain: the job ends on its own
     slurm.run("scancel", job)
     fleet.wait_phase(node, "Healthy", timeout=180)
+
+
+def test_a_drain_waits_for_a_slurm_it_cannot_read(
+    slurm_fleet: Fleet, slurm: SlurmCluster, api_client: client.ApiClient
+) -> None:
+    """slurmctld stops mid-drain while a job runs: Slurm's state is unknown, not absent.
+    The drain waits (no reset under the job), the node says why, and goes on once
+    Slurm answers again."""
+    fleet, node, slurm_node = slurm_fleet, slurm_fleet.nodes[0], slurm.nodes[0]
+    batch = client.BatchV1Api(api_client)
+    job = slurm.run("sbatch", "--parsable", "-w", slurm_node, "--wrap", "sleep 600").strip()
+    eventually(lambda: job_state(slurm, job) == "RUNNING", timeout=30, what=f"job {job} running")
+    fleet.inject(node, FATAL_XID)
+    fleet.wait_phase(node, "Draining", timeout=60)
+    eventually(
+        lambda: "DRAIN" in slurm_state(slurm, slurm_node)[0], timeout=30, what="drained in Slurm"
+    )
+    slurm.stop_controller()
+    try:
+        status = eventually(
+            lambda: (
+                (found := fleet.gpunode(node)["status"])
+                and "(not readable)" in " ".join(found["drain"]["pending"])
+                and found
+            ),
+            timeout=150,
+            what="the drain waiting for a Slurm it cannot read",
+        )
+        assert status["phase"] == "Draining"
+        (readable,) = [c for c in status["conditions"] if c["type"] == "SlurmReadable"]
+        assert (readable["status"], readable["reason"]) == ("False", "SlurmUnreadable")
+        time.sleep(10)  # more decisions without a view of Slurm
+        assert not reset_jobs(batch, node), "reset started while Slurm could not be read"
+        assert fleet.phase(node) == "Draining"
+    finally:
+        slurm.start_controller()
+    eventually(lambda: answers(slurm), timeout=60, what="slurmctld back")
+    assert job_state(slurm, job) == "RUNNING"  # the job ran on all along
+    # Just after it starts, slurmctld shows the node UNKNOWN+DRAIN while the job runs on
+    # (tests/unit/slurm/data/*restarted*): not idle, so still no reset.
+    eventually(
+        lambda: (
+            not any("(not readable)" in p for p in pending(fleet, node))
+            and any(p.startswith("slurm/") for p in pending(fleet, node))
+        ),
+        timeout=60,
+        what="Slurm read again",
+    )
+    time.sleep(5)
+    assert fleet.phase(node) == "Draining"
+    assert not reset_jobs(batch, node)
+    slurm.run("scancel", job)
+    eventually(lambda: reset_jobs(batch, node), timeout=60, what="the reset Job")
+    fleet.wait_phase(node, "Healthy", timeout=180)
+
+
+def test_a_job_stuck_completing_ends_with_the_forced_down_and_the_rung_starts(
+    slurm_fleet: Fleet, slurm: SlurmCluster, api_client: client.ApiClient
+) -> None:
+    """onTimeout force on a job that stays COMPLETING (its epilog hangs): at the drain
+    timeout the Slurm node goes DOWN, and Slurm (22.05, and 24.11 alike) ends the
+    COMPLETING job with it, so the drain ends and the rung starts. A node Slurm still
+    shows busy after its DOWN is remediated anyway after slurm.downGrace
+    (tests/unit/slurm/test_slurm_lifecycle.py): this Slurm never left one so."""
+    fleet, node, slurm_node = slurm_fleet, slurm_fleet.nodes[1], slurm.nodes[1]
+    batch = client.BatchV1Api(api_client)
+    fleet.custom.patch_cluster_custom_object(
+        GROUP,
+        VERSION,
+        "gpuhealthpolicies",
+        fleet.group,
+        {
+            "spec": {
+                "slurm": {"downGrace": "20s"},
+                "safety": {"drain": {"timeout": "15s", "onTimeout": "force"}},
+            }
+        },
+    )
+    hang = slurm.directory / HANG_EPILOG
+    hang.touch()
+    try:
+        job = slurm.run("sbatch", "--parsable", "-w", slurm_node, "--wrap", "true").strip()
+        eventually(
+            lambda: "COMPLETING" in slurm_state(slurm, slurm_node)[0],
+            timeout=30,
+            what=f"job {job} stuck COMPLETING",
+        )
+        fleet.inject(node, FATAL_XID)
+        fleet.wait_phase(node, "Draining", timeout=60)
+        down = eventually(
+            lambda: (state := slurm_state(slurm, slurm_node)[0]) and "DOWN" in state and state,
+            timeout=60,
+            what=f"{slurm_node} DOWN at the drain timeout",
+        )
+        assert "COMPLETING" not in down, down
+        assert job_state(slurm, job) == "GONE"
+        eventually(lambda: reset_jobs(batch, node), timeout=60, what="the reset Job")
+    finally:
+        hang.unlink(missing_ok=True)
+    fleet.wait_phase(node, "Healthy", timeout=180)
+
+
+def pending(fleet: Fleet, node: str) -> list[str]:
+    return list(((fleet.gpunode(node).get("status") or {}).get("drain") or {}).get("pending", []))
+
+
+def answers(slurm: SlurmCluster) -> bool:
+    try:
+        slurm.run("scontrol", "ping")
+    except RuntimeError:
+        return False
+    return True

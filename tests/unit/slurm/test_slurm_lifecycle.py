@@ -97,6 +97,14 @@ def test_no_remediation_while_slurm_jobs_run_or_before_the_drain_is_seen() -> No
         assert decision.status.drain.pending[0].startswith("slurm/sn-1")
 
 
+def test_no_remediation_while_a_restarted_slurmctld_does_not_know_the_node_yet() -> None:
+    """For a few seconds after slurmctld starts, a drained node whose job runs on is
+    UNKNOWN+DRAIN (tests/unit/slurm/data/*restarted*): not idle."""
+    decision = draining(on(node(), slurm("UNKNOWN", "DRAIN", reason="pitcrew: Xid")))
+    assert decision.phase is Phase.DRAINING
+    assert not [x for x in decision.actions if isinstance(x, a.Remediate)]
+
+
 def test_the_remediation_starts_once_slurm_shows_the_node_drained_and_idle() -> None:
     decision = draining(on(node(), slurm("IDLE", "DRAIN", reason="pitcrew: Xid")))
     assert decision.phase is Phase.REMEDIATING

@@ -124,12 +124,35 @@ def resume(slurm: SlurmCluster) -> None:
     wait_until("the node to be idle", lambda: state(slurm) == "IDLE")
 
 
+def capture_restart(slurm: SlurmCluster) -> None:
+    """A drained node whose job runs on, just after slurmctld restarts: for a few
+    seconds, before the node's slurmd registers again, its state is UNKNOWN (with its
+    flags: UNKNOWN+DRAIN), whatever runs there."""
+    slurm.run("sbatch", "--parsable", "-w", NODE, "--wrap", "sleep 300")
+    wait_until("the job to run", lambda: state(slurm) == "ALLOCATED")
+    update(slurm, "State=DRAIN", f"Reason={REASON_WITH_SPACES}")
+    slurm.stop_controller()
+    slurm.start_controller()
+
+    def unknown() -> bool:
+        try:
+            return state(slurm).startswith("UNKNOWN")
+        except RuntimeError:  # slurmctld not answering yet
+            return False
+
+    wait_until("the node UNKNOWN after the restart", unknown, timeout=30)
+    save(slurm, "restarted")
+
+
 def main() -> None:
-    root = TRIXIE_ROOT if sys.argv[1:] == ["trixie"] else None
+    """``capture.py [trixie] [restarted]``: every vector of 22.05 (or 24.11), or only
+    the one of a node just after slurmctld restarts."""
+    root = TRIXIE_ROOT if "trixie" in sys.argv[1:] else None
+    walk = capture_restart if "restarted" in sys.argv[1:] else capture
     directory = Path(tempfile.mkdtemp(prefix="pitcrew-slurm-vectors-"))
     try:
         with SlurmCluster(directory, [NODE, OTHER], root=root) as slurm:
-            capture(slurm)
+            walk(slurm)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 
