@@ -125,6 +125,11 @@ class FakeCluster:
         self.calls.append(("force_delete", keys))
         return keys
 
+    def tolerate(self, pods: Iterable[PodView], *, taint: str, value: str) -> list[str]:
+        keys = [p.key for p in pods]
+        self.calls.append(("tolerate", (keys, taint, value)))
+        return keys
+
     def create_job(self, job: Object) -> bool:
         self.calls.append(("create_job", job["metadata"]["name"]))
         return True

@@ -217,6 +217,20 @@ class SlurmNodeStatus(ApiModel):
     )
 
 
+class ReservationStatus(ApiModel):
+    """A spare reserved for the training job that lost a node, until the job's pod lands."""
+
+    job: str = Field(
+        max_length=63, description="The job, as the taint names it (<namespace>.<name>)."
+    )
+    since: Timestamp = Field(description="When the node was first seen reserved.")
+    waiting_since: Timestamp | None = Field(
+        default=None,
+        description="When a pod of the job was first seen waiting for a node: "
+        "spares.reservationTimeout counts from here.",
+    )
+
+
 class GPUNodeStatus(ApiModel):
     observed_generation: int = 0
     phase: Phase = Phase.PENDING
@@ -250,6 +264,7 @@ class GPUNodeStatus(ApiModel):
     repair_under_test: RepairUnderTest | None = None
     drain: DrainStatus | None = None
     slurm: SlurmNodeStatus | None = None
+    reservation: ReservationStatus | None = None
     remediations: list[Timestamp] = Field(
         default_factory=list,
         max_length=100,

@@ -471,7 +471,17 @@ class SparesSpec(ApiModel):
         default=0,
         ge=0,
         le=1000,
-        description="Validated nodes held back, released when one is quarantined.",
+        description="Validated nodes held back for the training job that loses a node: "
+        "when a node running a job is taken out, a spare is reserved for that job and its "
+        "replacement pod lands there (a node with no training job releases one to any work).",
+    )
+    reservation_timeout: Duration = duration_field(
+        "5m",
+        "How long a spare reserved for a job waits for the job's pod once a pod of the job "
+        "waits for a node (before that, at most drain.checkpointMaxDelay plus drain.timeout "
+        "more: the job's node drains it by then). Unclaimed, the spare goes back to the pool: "
+        "a spare again if the pool is short of spares, else capacity for any pod.",
+        name="spares.reservationTimeout",
     )
 
 

@@ -41,7 +41,17 @@ QUARANTINE_TAINT: Final = f"{PREFIX}/quarantined"
 SPARE_TAINT: Final = f"{PREFIX}/spare"
 VALIDATING_TAINT: Final = f"{PREFIX}/validating"
 RETIRED_TAINT: Final = f"{PREFIX}/retired"
-PITCREW_TAINTS: Final = (QUARANTINE_TAINT, SPARE_TAINT, VALIDATING_TAINT, RETIRED_TAINT)
+RESERVED_TAINT: Final = f"{PREFIX}/reserved"
+"""On a spare reserved for the training job that lost a node; its value names the job
+(:func:`pitcrew.core.job_discovery.taint_value`), and only that job's pending pods get
+the toleration (:mod:`pitcrew.core.lifecycle.reserved`)."""
+PITCREW_TAINTS: Final = (
+    QUARANTINE_TAINT,
+    SPARE_TAINT,
+    VALIDATING_TAINT,
+    RETIRED_TAINT,
+    RESERVED_TAINT,
+)
 
 # -- on training pods -------------------------------------------------------------------------
 JOB_LABEL: Final = f"{PREFIX}/job"

@@ -33,7 +33,7 @@ from typing import assert_never
 from pitcrew.api.errors import PitcrewError
 from pitcrew.api.gpunode import GPUNodeStatus
 from pitcrew.api.policy import DrainTimeoutAction, RemediationAction
-from pitcrew.api.vocabulary import LAST_REMEDIATION, SPARE_TAINT, account_name
+from pitcrew.api.vocabulary import LAST_REMEDIATION, RESERVED_TAINT, SPARE_TAINT, account_name
 from pitcrew.controller import metrics
 from pitcrew.controller.ports import Cluster, EventSink
 from pitcrew.controller.settings import OperatorSettings, job_pods
@@ -319,6 +319,14 @@ class Executor:
                     self._event(node, action.reason, action.message)
             case a.ReleaseSpare():
                 self._release_spare(node, action)
+            case a.ReserveSpare():
+                self._reserve_spare(node, action)
+            case a.Tolerate():
+                tolerated = self.cluster.tolerate(
+                    action.pods, taint=action.taint, value=action.value
+                )
+                if tolerated:
+                    self._event(node, action.reason, f"{action.message}: {', '.join(tolerated)}")
             case a.Evict():
                 return self._evict(plan, action, status)
             case a.ForceDelete():
@@ -377,6 +385,18 @@ class Executor:
         if self._edit_node(action.node, lift):
             self._event(action.node, action.reason, action.message)
             self._event(node, action.reason, f"released spare {action.node}")
+
+    def _reserve_spare(self, node: str, action: a.ReserveSpare) -> None:
+        reserve = a.SetTaint(
+            taint=RESERVED_TAINT,
+            value=action.job,
+            reason=action.reason,
+            message=action.message,
+            replaces=SPARE_TAINT,
+        )
+        if self._edit_node(action.node, reserve):
+            self._event(action.node, action.reason, action.message)
+            self._event(node, action.reason, f"spare {action.node} {action.message}")
 
     def _edit_node(self, node: str, action: NodeAction) -> bool:
         """Apply a node edit and remember the result at once: the next decision for

@@ -56,6 +56,11 @@ class Cluster(Protocol):
 
     def force_delete(self, pods: Iterable[PodView]) -> list[str]: ...
 
+    def tolerate(self, pods: Iterable[PodView], *, taint: str, value: str) -> list[str]:
+        """Add the toleration of ``taint=value:NoSchedule`` to each of ``pods`` still
+        pending on no node; the keys of the pods changed."""
+        ...
+
     def create_job(self, job: Object) -> bool:
         """Create a Job; False when it already exists."""
         ...

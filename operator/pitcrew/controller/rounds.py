@@ -55,7 +55,7 @@ from pitcrew.controller.ports import Cluster
 from pitcrew.controller.settings import OperatorSettings
 from pitcrew.controller.slurm import SlurmWatch
 from pitcrew.controller.store import Store
-from pitcrew.core.convert import node_view, object_key
+from pitcrew.core.convert import node_view, object_key, waiting_pod_view
 from pitcrew.core.fleet import Summary, fleet_of
 from pitcrew.core.lifecycle import Decision
 from pitcrew.core.maintenance import covering
@@ -66,6 +66,7 @@ from pitcrew.core.views import (
     FleetView,
     NodeState,
     NodeView,
+    PodView,
     PolicyView,
     SlurmNodeView,
     SlurmUnreadable,
@@ -177,6 +178,9 @@ class RoundLoop:
                 self.mark(self.store.nodes)
             return
         name = self.store.put(kind, obj, deleted=deleted)
+        if kind == "pod" and name is None:
+            # A pod on no node: news to a spare reserved for its job (it waits, it left).
+            self.mark(self.store.reserved_for(obj))
         if kind == "node" and deleted and name:
             self.resting.pop(name, None)
             self.executor.forget(name)
@@ -381,6 +385,7 @@ class RoundLoop:
             checks=self.store.published_checks(name),
             rung_started=rung is None or self.executor.started(name, rung.reference),
             straggler=self.store.stragglers.get(name, ""),
+            waiting=self._waiting(name),
         )
         return Due(
             state=state,
@@ -388,6 +393,13 @@ class RoundLoop:
             generation=int(gpunode.get("metadata", {}).get("generation", 1)),
             dry_run=self.settings.dry_run or policy.spec.safety.dry_run,
         )
+
+    def _waiting(self, name: str) -> tuple[PodView, ...]:
+        """On a node reserved for a training job, the job's pods that wait for a node."""
+        job = self.store.reserved.get(name)
+        if not job:
+            return ()
+        return tuple(waiting_pod_view(p) for p in self.store.waiting(job))
 
     def _wake(self, name: str, decision: Decision, now: datetime.datetime) -> None:
         """A deadline before the next resync is kept to the second: the node is decided

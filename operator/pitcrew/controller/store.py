@@ -30,6 +30,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from pitcrew.api.gpunode import AgentChecks, GPUNodeStatus, Phase
+from pitcrew.api.vocabulary import RESERVED_TAINT
 from pitcrew.core.budgets import Budget, budget
 from pitcrew.core.convert import (
     UnreadableStatusError,
@@ -38,6 +39,7 @@ from pitcrew.core.convert import (
     object_key,
     policy_view,
     published_checks,
+    reservation_job,
     training_job,
 )
 from pitcrew.core.fleet import Summary, counted_in_fleet, summarize
@@ -128,6 +130,11 @@ class Store:
         self._windows: dict[tuple[str, str, Any], Window | None] = {}
         self.pods: dict[str, Object] = {}
         self.pods_by_node: dict[str, dict[str, Object]] = defaultdict(dict)
+        self.unscheduled: dict[str, Object] = {}
+        """Pods on no node yet (Pending), by ``namespace/name``: among them, the pods of a
+        job a spare is reserved for."""
+        self.reserved: dict[str, str] = {}
+        """Nodes reserved for a training job, with the job (``pitcrew.dev/reserved``)."""
         self.departed: dict[str, Object] = {}
         """Training pods (``pitcrew.dev/job``) deleted since the accountant last took
         them (:meth:`take_departed`), by UID, as last seen: when a pod stopped is
@@ -304,6 +311,7 @@ class Store:
             table.pop(name, None)
             if kind == "node":
                 self._matched.pop(name, None)
+                self.reserved.pop(name, None)
                 self.fleet_revision += 1
             elif kind == "gpunode":
                 for cache in (self._packed, self._summaries, self._statuses, self._checks):
@@ -315,6 +323,8 @@ class Store:
                 obj = self._pack(name, obj)
             table[name] = obj
             self._count_fleet_change(kind, name, before, obj)
+            if kind == "node":
+                self._index_reservation(name, obj)
             if kind == "node" and before is not None and decided_by(before) == decided_by(obj):
                 return None  # a kubelet's status heartbeat: nothing a decision reads
         return name if kind in ("node", "gpunode") else None
@@ -350,6 +360,7 @@ class Store:
         old_node = (previous.get("spec") or {}).get("nodeName") if previous else None
         if deleted:
             self.pods.pop(key, None)
+            self.unscheduled.pop(key, None)
             self.pods_by_node[old_node or node].pop(key, None)
             if training_job(obj) is not None and len(self.departed) < DEPARTED_MAX:
                 self.departed[meta.get("uid") or key] = obj
@@ -357,6 +368,11 @@ class Store:
         if not self._newer(previous, obj):
             return None
         self.pods[key] = obj
+        phase = (obj.get("status") or {}).get("phase", "Pending")
+        if not node and phase == "Pending" and meta.get("deletionTimestamp") is None:
+            self.unscheduled[key] = obj
+        else:
+            self.unscheduled.pop(key, None)
         if old_node and old_node != node:
             self.pods_by_node[old_node].pop(key, None)
         if node:
@@ -428,3 +444,25 @@ class Store:
 
     def pods_on(self, node: str) -> list[Object]:
         return list(self.pods_by_node.get(node, {}).values())
+
+    def _index_reservation(self, name: str, node: Object) -> None:
+        taints = (node.get("spec") or {}).get("taints") or []
+        job = next(
+            (str(t.get("value") or "") for t in taints if t.get("key") == RESERVED_TAINT), ""
+        )
+        if job:
+            self.reserved[name] = job
+        else:
+            self.reserved.pop(name, None)
+
+    def reserved_for(self, pod: Object) -> list[str]:
+        """The nodes reserved for ``pod``'s training job: a pod of it waiting for a node,
+        or no longer, is news to them."""
+        if not self.reserved:
+            return []
+        job = reservation_job(pod)
+        return sorted(n for n, reserved in self.reserved.items() if job and reserved == job)
+
+    def waiting(self, job: str) -> list[Object]:
+        """The pods of training job ``job`` (as a reservation names it) on no node yet."""
+        return [p for p in self.unscheduled.values() if reservation_job(p) == job]

@@ -38,6 +38,10 @@ class SetTaint:
     value: str
     reason: str
     message: str
+    replaces: str = ""
+    """A taint that goes in the same edit (a spare's taint swapped for a reservation, and
+    back), so the node is never bare between the two; only from a node that still
+    carries it: if it is gone, someone else moved the node on, and nothing is done."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -111,6 +115,30 @@ class ReleaseSpare:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ReserveSpare:
+    """Reserve spare ``node`` for training job ``job`` (its taint value): its spare taint
+    becomes ``pitcrew.dev/reserved=<job>``, in one edit, if it still carries it."""
+
+    node: str
+    job: str
+    reason: str = "SpareReserved"
+    message: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Tolerate:
+    """Add the toleration of taint ``taint=value`` to pending ``pods`` (a job's pods
+    waiting for the spare reserved for it): appending to a pending pod's tolerations is
+    the one change to its spec Kubernetes allows, and the only one made."""
+
+    pods: tuple[PodView, ...]
+    taint: str
+    value: str
+    reason: str = "ReservationTolerated"
+    message: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
 class PublishChecks:
     """Write the check configuration the node's agent must run (``GPUNode.spec.checks``)."""
 
@@ -153,6 +181,8 @@ Action = (
     | Remediate
     | ConfirmRepair
     | ReleaseSpare
+    | ReserveSpare
+    | Tolerate
     | PublishChecks
     | SetSlurmState
     | Record

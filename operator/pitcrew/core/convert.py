@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from pydantic import ValidationError
@@ -17,8 +18,9 @@ from pitcrew.api.vocabulary import (
     GPU_PRODUCT_LABEL,
     GPU_RESOURCE,
     PROBE_LABEL,
+    RESERVED_TAINT,
 )
-from pitcrew.core.job_discovery import JobIdentity, identify
+from pitcrew.core.job_discovery import JobIdentity, identify, taint_value
 from pitcrew.core.job_ledger import JobPod
 from pitcrew.core.views import NodeView, PodView, PolicyView, Taint
 
@@ -291,3 +293,26 @@ def matches(selector: dict[str, Any], labels: dict[str, str]) -> bool:
         if operator == "DoesNotExist" and present:
             return False
     return True
+
+
+def reservation_job(pod: dict[str, Any]) -> str:
+    """The training job of ``pod`` as a reservation names it (``pitcrew.dev/reserved``'s
+    value, :func:`pitcrew.core.job_discovery.taint_value`); empty for any other pod."""
+    identity = training_job(pod)
+    if identity is None:
+        return ""
+    return taint_value((pod.get("metadata") or {}).get("namespace", ""), identity.name)
+
+
+def waiting_pod_view(pod: dict[str, Any]) -> PodView:
+    """A pod that waits for a node, as a reserved spare's decision reads it: with the
+    reservation it tolerates (``pitcrew.dev/reserved``'s value), if any."""
+    tolerates = next(
+        (
+            str(t.get("value") or "")
+            for t in (pod.get("spec") or {}).get("tolerations") or []
+            if t.get("key") == RESERVED_TAINT and t.get("operator") == "Equal"
+        ),
+        "",
+    )
+    return replace(pod_view(pod), tolerates=tolerates)

@@ -2,7 +2,7 @@
 
 :func:`fleet_of` counts a pool from its members' summaries (Excluded nodes are
 not in it; spares oldest first). :func:`after_decision` moves one node from its
-old phase to its new one (and a released spare out of the spare list): the
+old phase to its new one (and a spare released or reserved out of the spare list): the
 round (:mod:`pitcrew.core.round`) applies it after each decision that changes
 something, so the next node of the round sees the pool as the decisions before
 it left it, and says when a node coming back keeps its slot.
@@ -93,7 +93,7 @@ def after_decision(
     phases = dict(fleet.phases)
     phases[before.phase] = phases.get(before.phase, 1) - 1
     phases[decision.phase] = phases.get(decision.phase, 0) + 1
-    released = {x.node for x in decision.actions if isinstance(x, a.ReleaseSpare)}
+    released = {x.node for x in decision.actions if isinstance(x, a.ReleaseSpare | a.ReserveSpare)}
     spares = [s for s in fleet.spares if s not in released]
     if decision.phase is not Phase.SPARE:
         spares = [s for s in spares if s != node]

@@ -23,6 +23,8 @@ per namespace; the caller adds it.
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -42,6 +44,9 @@ NAMED_BY = (
     ("job", "job-name"),
 )
 """Launchers whose job is one label's value, most specific first."""
+TAINT_VALUE_MAX = 63
+"""A taint's value is a label value: 63 characters at most."""
+_LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 
 
 @dataclass(frozen=True)
@@ -69,3 +74,16 @@ def _size(text: str | None) -> int | None:
     if text and text.isdigit() and int(text) > 0:
         return int(text)
     return None
+
+
+def taint_value(namespace: str, job: str) -> str:
+    """The job as a taint's value (a spare reserved for it, and the toleration its pods
+    get): ``<namespace>.<name>`` (a namespace has no dot, so the two never blur), or,
+    when that is too long or not a label value, a shortened form with a digest of the
+    whole that stays unique to the job."""
+    whole = f"{namespace}.{job}"
+    if len(whole) <= TAINT_VALUE_MAX and _LABEL_VALUE.fullmatch(whole):
+        return whole
+    digest = hashlib.sha256(whole.encode()).hexdigest()[:12]
+    head = re.sub(r"[^-A-Za-z0-9_.]", "-", whole)[: TAINT_VALUE_MAX - len(digest) - 1]
+    return f"{head}-{digest}" if head[:1].isalnum() else f"j{head[1:]}-{digest}"

@@ -55,10 +55,11 @@ def plan(node: NodeView, action: NodeAction) -> NodeEdit | None:
                 edit = NodeEdit(False, taints, {CORDONED_BY: None})
             else:
                 edit = NodeEdit(node.unschedulable, taints, {})
-        case a.SetTaint(taint=key, value=value):
-            edit = NodeEdit(
-                node.unschedulable, _with_taint(node.taints, Taint(key, value[:63])), {}
-            )
+        case a.SetTaint(taint=key, value=value, replaces=old):
+            if old and not node.has_taint(old):
+                return None  # moved on by someone else: nothing to replace
+            kept = tuple(t for t in node.taints if not old or t.key != old)
+            edit = NodeEdit(node.unschedulable, _with_taint(kept, Taint(key, value[:63])), {})
         case a.RemoveTaint(taint=key):
             edit = NodeEdit(node.unschedulable, tuple(t for t in node.taints if t.key != key), {})
         case _:

@@ -48,6 +48,9 @@ class PodView:
     grace_seconds: int = 30
     job: str = ""
     """The training job it belongs to (``pitcrew.dev/job``); empty for other pods."""
+    tolerates: str = ""
+    """Of a pod waiting for a node: the value of the ``pitcrew.dev/reserved`` taint it
+    tolerates (a spare reserved for its job), if any."""
     job_name: str = ""
     """The Kubernetes Job that created it (probe and reset pods)."""
     succeeded: bool = False
@@ -296,3 +299,6 @@ class NodeState:
     straggler: str = ""
     """Why a job's progress reports name this node its straggler, again and again
     (:mod:`pitcrew.core.stragglers`); empty when none does."""
+    waiting: tuple[PodView, ...] = ()
+    """On a node reserved for a training job (its ``pitcrew.dev/reserved`` taint): the
+    job's pods that wait for a node (Pending, on none)."""

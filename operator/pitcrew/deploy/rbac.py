@@ -8,7 +8,9 @@ the operator with exactly these permissions, so the chart can never ship less
 operator
     nodes get/list/watch/patch: watch the fleet; cordon, taint, annotate.
     pods get/list/watch: see what runs where (drain, checkpoints);
-    pods delete: only for ``onTimeout: force``; pods/eviction create: drain.
+    pods patch: add the toleration of a spare reserved for a job to that job's
+    pending pods (tolerations only); pods delete: only for ``onTimeout: force``;
+    pods/eviction create: drain.
     jobs: probe and reset-gpu Jobs. events: record every action.
     pitcrew.dev resources and their status: the API it owns.
     cluster.x-k8s.io machines get/patch: the cluster-api rung.
@@ -59,7 +61,7 @@ READ = ["get", "list", "watch"]
 
 OPERATOR_CLUSTER_RULES: list[Rule] = [
     _rule([""], ["nodes"], [*READ, "patch"]),
-    _rule([""], ["pods"], [*READ, "delete"]),
+    _rule([""], ["pods"], [*READ, "patch", "delete"]),
     _rule([""], ["pods/eviction"], ["create"]),
     _rule(["policy"], ["poddisruptionbudgets"], READ),
     _rule([""], ["events"], ["create", "patch"]),

@@ -20,7 +20,7 @@ from pitcrew.api.vocabulary import OPERATOR_MANAGER
 from pitcrew.core.node_edits import NodeAction
 from pitcrew.core.port_types import Backoff, EvictionResult
 from pitcrew.core.views import PodView
-from pitcrew.kube import evictions, gpunodes, jobs, nodes
+from pitcrew.kube import evictions, gpunodes, jobs, nodes, tolerations
 from pitcrew.kube.client import list_all, retrying
 
 Object = dict[str, Any]
@@ -64,6 +64,9 @@ class KubeCluster:
 
     def force_delete(self, pods: Iterable[PodView]) -> list[str]:
         return evictions.force_delete(self.api, pods)
+
+    def tolerate(self, pods: Iterable[PodView], *, taint: str, value: str) -> list[str]:
+        return tolerations.tolerate(self.api, pods, taint=taint, value=value)
 
     def create_job(self, job: Object) -> bool:
         return jobs.create(self.api, job)

@@ -9,7 +9,8 @@ coming back counts as out until its status write lands). Cordons and taints are
 :func:`pitcrew.core.breaker.next_breaker`. What is simulated is the world's
 answer to the actions: evicted pods leave after the grace period, a probe
 reports after its run, a reset Job's pod succeeds or a node reboots with a new
-boot ID, the agent reports the repair's key.
+boot ID, the agent reports the repair's key, a spare reserved for the job takes the
+job's waiting pod at once (the toleration the operator adds to it is taken as done).
 
 A node is decided only when something about it changed (an agent report, an
 edit or pod change seen by the watch, a repair's evidence) or at its decision's
@@ -38,7 +39,13 @@ from typing import assert_never
 from gpuhealth.report import CheckResult, CheckStatus, FaultClass
 from pitcrew.api.gpunode import ChecksStatus, GPUNodeStatus, Phase, Transition
 from pitcrew.api.policy import GPUHealthPolicySpec, RemediationAction
-from pitcrew.api.vocabulary import IN_SERVICE, OUT_OF_SERVICE, SPARE_TAINT, UNHEALTHY
+from pitcrew.api.vocabulary import (
+    IN_SERVICE,
+    OUT_OF_SERVICE,
+    RESERVED_TAINT,
+    SPARE_TAINT,
+    UNHEALTHY,
+)
 from pitcrew.core import actions as a
 from pitcrew.core import node_edits
 from pitcrew.core.agent_config import agent_checks
@@ -475,6 +482,21 @@ class Operator:
                     self.world.refresh(spare)
                     self.mark(spare)
                 return False
+            case a.ReserveSpare(node=name, job=job):
+                spare = self.world.by_name.get(name)
+                reserve = a.SetTaint(
+                    taint=RESERVED_TAINT,
+                    value=job,
+                    reason=action.reason,
+                    message=action.message,
+                    replaces=SPARE_TAINT,
+                )
+                if spare is not None and self._edit(spare, reserve):
+                    self.world.refresh(spare)  # the job's waiting pod lands there at once
+                    self.mark(spare)
+                return False
+            case a.Tolerate():
+                return False  # the simulated job's pods tolerate their reservation already
             case a.PublishChecks(checks=checks):
                 node.checks = checks
                 return False

@@ -12,7 +12,9 @@ highest priority, takes a free node at once, and one running other work after
 ``reclaim_delay`` (priority preemption). A free node is kept for the job while
 the job lacks nodes (it is pending, or one of its nodes is cordoned); otherwise
 other work takes it. Any taint keeps both off a node: every taint here is one of
-Pitcrew's ``NoSchedule`` taints.
+Pitcrew's ``NoSchedule`` taints, except that a spare reserved for the job
+(``pitcrew.dev/reserved``) takes the job's waiting pod at once, as the toleration
+the operator adds to it lets it.
 
 A straggler (a ``slow`` fault) is the one fault that neither stops the node nor
 crashes the job: it sets the job's pace while a rank runs there (the pace is
@@ -30,7 +32,8 @@ from dataclasses import replace
 from typing import Protocol
 
 from pitcrew.api.gpunode import Phase
-from pitcrew.api.vocabulary import DEFAULT_NAMESPACE, OUT_OF_SERVICE
+from pitcrew.api.vocabulary import DEFAULT_NAMESPACE, OUT_OF_SERVICE, RESERVED_TAINT
+from pitcrew.core.job_discovery import taint_value
 from pitcrew.core.views import NodeView, PodView
 from pitcrew.simulate.clock import Clock, at
 from pitcrew.simulate.job import Job
@@ -41,6 +44,8 @@ from pitcrew.simulate.timing import MAINTENANCE
 
 JOB_NAME = "llm"
 TRAINING_NAMESPACE = "train"
+JOB_RESERVATION = taint_value(TRAINING_NAMESPACE, JOB_NAME)
+"""The job as a spare reserved for it names it."""
 OTHER_POD = PodView(namespace="batch", name="other-work", owner_kind="Job")
 """The preemptible work that fills nodes the job and the spare pool do not hold."""
 SYSTEM_NAMESPACE = DEFAULT_NAMESPACE
@@ -135,6 +140,8 @@ class World:
         self.blocking: set[int] = set()
         self.reclaiming: dict[int, int] = {}
         """Rank -> the node taken back from other work for it."""
+        self.reserved: set[int] = set()
+        """Spares reserved for the job, free: its waiting pods land there at once."""
         self.lacking: set[int] = set()
         """Nodes of the job that can no longer take its pods (cordoned, tainted, down)."""
         self.phase_gpus: dict[Phase, int] = {Phase.HEALTHY: gpus * pool}
@@ -189,19 +196,27 @@ class World:
 
     # -- placement ------------------------------------------------------------------------
 
-    def usable(self, node: Node) -> bool:
+    def usable(self, node: Node, *, job: bool = False) -> bool:
+        """A pod can land on it (``job``: the job's, which tolerates its reservation)."""
         view = node.view
         return (
             not node.away
             and view.ready
             and not view.unschedulable
-            and not view.taints
+            and not self._tainted(view, job=job)
             and not node.gpu_unhealthy
+        )
+
+    @staticmethod
+    def _tainted(view: NodeView, *, job: bool) -> bool:
+        return any(
+            not (job and t.key == RESERVED_TAINT and t.value == JOB_RESERVATION)
+            for t in view.taints
         )
 
     def keeps(self, node: Node) -> bool:
         view = node.view
-        if node.away or view.unschedulable or view.taints or node.job_leaving:
+        if node.away or view.unschedulable or self._tainted(view, job=True) or node.job_leaving:
             return False
         if node.gpu_unhealthy:
             return False  # the job's restart recreates its pod, which cannot land here
@@ -238,6 +253,13 @@ class World:
             return
         short = 0
         for rank in job.pending():
+            if self.reserved:
+                # A reserved spare: at once, even if a node is being taken back for it.
+                self.reclaiming.pop(rank, None)
+                node = self.nodes[min(self.reserved)]
+                self.reserved.discard(node.index)
+                self._place(job, rank, node)
+                continue
             if rank in self.reclaiming:
                 short += 1
                 continue
@@ -261,7 +283,8 @@ class World:
         i = node.index
         self.free.discard(i)
         self.taken.discard(i)
-        usable = self.usable(node)
+        self.reserved.discard(i)
+        usable = self.usable(node, job=node.job)
         if node.job:
             if usable:
                 self.lacking.discard(i)
@@ -269,6 +292,12 @@ class World:
                 self.lacking.add(i)
                 if self.job.down and not self.keeps(node):
                     self.job.relaunch()
+            return
+        if node.view.has_taint(RESERVED_TAINT) and self.usable(node, job=True):
+            self.reserved.add(i)
+            if self.job.down:
+                self.fill(self.job)
+                self.job.try_start()
             return
         if not usable or node.reclaimed_for is not None:
             return
@@ -305,8 +334,8 @@ class World:
     def _reclaimed(self, node: Node) -> None:
         node.leaving -= 1
         rank, node.reclaimed_for = node.reclaimed_for, None
-        if rank is not None:
-            self.reclaiming.pop(rank, None)
+        if rank is not None and self.reclaiming.get(rank) == node.index:
+            self.reclaiming.pop(rank)
         job = self.job
         if rank is not None and job.down and job.ranks[rank] is None and self.usable(node):
             self._place(job, rank, node)

@@ -53,7 +53,7 @@ def test_a_healthy_straggler_becomes_suspect_and_is_cordoned() -> None:
     assert not of(a.ReleaseSpare, decision.actions)  # no spares here
 
 
-def test_a_straggler_taken_out_releases_a_spare() -> None:
+def test_a_straggler_taken_out_reserves_a_spare_for_its_job() -> None:
     busy = node(pods=(pod("trainer-0"),))
     decision = decide(
         state=straggling(busy, status()),
@@ -62,9 +62,10 @@ def test_a_straggler_taken_out_releases_a_spare() -> None:
         now=T0,
     )
     assert decision.phase is Phase.SUSPECT
-    released = of(a.ReleaseSpare, decision.actions)
-    assert [r.node for r in released] == ["gpu-node-0099"]
-    assert STRAGGLER_REASON in released[0].message
+    reserved = of(a.ReserveSpare, decision.actions)
+    assert [(r.node, r.job) for r in reserved] == [("gpu-node-0099", "train.llm")]
+    assert STRAGGLER_REASON in reserved[0].message
+    assert not of(a.ReleaseSpare, decision.actions)
 
 
 def test_a_healthy_node_no_job_names_stays_healthy() -> None:

@@ -5,7 +5,8 @@ failing check, or its job's straggler verdict), a maintenance window about to
 start, or a ValidationRun that asks for it. Taking it out passes the circuit
 breaker first (:func:`take_out`); kept in service, it carries no Pitcrew cordon.
 A Spare is a validated node kept free by its taint; it goes back to work when
-the pool holds more spares than it wants.
+the pool holds more spares than it wants, or serves the training job that lost a
+node (:mod:`.reserved`): reserved for it, Healthy, until the job's pod lands there.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from pitcrew.core.lifecycle.facts import (
     spares_wanted,
 )
 from pitcrew.core.lifecycle.probes import start_validation
+from pitcrew.core.lifecycle.reserved import offer_spares, reservation, reserved
 from pitcrew.core.lifecycle.service import hold_as_spare, lift_cordon
 
 
@@ -64,11 +66,9 @@ def take_out(b: Builder, found: Finding, *, quarantined: bool = False) -> bool:
             lift_cordon(b, admission.reason, "kept in service: Pitcrew's cordon lifted")
         return False
     b.condition("Admitted", ConditionStatus.TRUE, "Admitted")
-    if b.status.phase in IN_SERVICE and b.fleet.spares and b.node.name not in b.fleet.spares:
-        spare = b.fleet.spares[0]
-        b.actions.append(
-            a.ReleaseSpare(node=spare, message=f"replacing {b.node.name} ({found.reason})")
-        )
+    if b.status.phase in IN_SERVICE and b.node.name not in b.fleet.spares:
+        offer_spares(b, found)
+    b.set(reservation=None)  # a reserved node taken out serves nobody
     if found.fault_class is FaultClass.FATAL or quarantined:
         quarantine(b, found.reason, found.message)
     else:
@@ -108,6 +108,8 @@ def healthy(b: Builder) -> None:
     # Level-triggered: a node in service carries no Pitcrew cordon, whatever
     # left one behind (a request withdrawn while the node was busy, a lost write).
     lift_cordon(b, "InService", "node is healthy: Pitcrew's cordon lifted")
+    if reserved(b):
+        return  # kept for the job that lost a node: not a spare, not released
     if (
         b.status.phase is Phase.HEALTHY
         and len(b.fleet.spares) < spares_wanted(b)
@@ -144,6 +146,10 @@ def _requested_validation(b: Builder) -> None:
 
 def spare(b: Builder) -> None:
     if finding(b) is not None or b.node.validation_requested or maintenance_due(b):
+        healthy(b)
+        return
+    if job := reservation(b.node):
+        b.go(Phase.HEALTHY, "SpareReserved", f"reserved for job {job}, which lost a node")
         healthy(b)
         return
     if not b.node.has_taint(SPARE_TAINT):

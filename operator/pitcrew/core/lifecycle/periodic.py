@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime
 
 from pitcrew.api.gpunode import VerificationResult, VerificationStatus
-from pitcrew.api.vocabulary import IN_SERVICE
+from pitcrew.api.vocabulary import IN_SERVICE, RESERVED_TAINT
 from pitcrew.core import actions as a
 from pitcrew.core import safety
 from pitcrew.core import verification as verify
@@ -69,6 +69,8 @@ def _start(b: Builder) -> None:
     # slurm): a probe pod would race Slurm, which knows nothing of it, for the GPUs.
     in_slurm = node.slurm is not None and not node.slurm.out
     idle = not (node.busy or in_slurm or node.unschedulable or node.validation_requested)
+    # A spare reserved for a job keeps its GPUs for the job's pod.
+    idle = idle and not node.has_taint(RESERVED_TAINT)
     # Busy, cordoned by someone, held by a run or not Ready: it stays due until it is not.
     if not due or not idle or not node.ready or b.dry_run or node.gpus == 0:
         return

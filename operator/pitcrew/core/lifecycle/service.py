@@ -29,16 +29,23 @@ def lift_cordon(b: Builder, reason: str, message: str, *, spare_too: bool = Fals
         b.actions.append(a.Uncordon(reason=reason, message=message))
 
 
-def hold_as_spare(b: Builder, reason: str, message: str, *, lift: bool = False) -> None:
+def hold_as_spare(
+    b: Builder, reason: str, message: str, *, lift: bool = False, replaces: str = ""
+) -> None:
     """Spare: validated, kept free of work by its taint for the job that loses a node.
     With ``lift``, Pitcrew's cordon goes first (Uncordon drops every Pitcrew taint, so
-    the spare taint goes on after it)."""
+    the spare taint goes on after it); with ``replaces``, the spare taint takes that
+    taint's place in one edit (a reservation nobody claimed)."""
     b.go(Phase.SPARE, reason, message)
     if lift:
         lift_cordon(b, reason, "validated: cordon lifted, spare taint kept")
     b.actions.append(
         a.SetTaint(
-            taint=SPARE_TAINT, value="true", reason="HeldAsSpare", message="tainted as a hot spare"
+            taint=SPARE_TAINT,
+            value="true",
+            reason="HeldAsSpare",
+            message="tainted as a hot spare",
+            replaces=replaces,
         )
     )
 
