@@ -13,7 +13,8 @@ operator
     pods/eviction create: drain.
     jobs: probe and reset-gpu Jobs. events: record every action.
     pitcrew.dev resources and their status: the API it owns.
-    cluster.x-k8s.io machines get/patch: the cluster-api rung.
+    cluster.x-k8s.io machines list/patch: the cluster-api rung (the Machine whose
+    ``status.nodeRef`` is the node is found by listing them).
     metal3.io baremetalhosts get/list: BMC addresses (they hold no secrets).
     jobsets, kubeflow.org jobs, volcano jobs get (optional, a ClusterRole of its own,
     :func:`job_size_manifests`): the sizes training jobs' launchers declare.
@@ -81,7 +82,7 @@ OPERATOR_CLUSTER_RULES: list[Rule] = [
     # is installed (read only: Pitcrew honours them, the medik8s operator owns them).
     _rule(["pitcrew.dev"], ["maintenancewindows"], READ),
     _rule(["nodemaintenance.medik8s.io"], ["nodemaintenances"], READ),
-    _rule(["cluster.x-k8s.io"], ["machines"], ["get", "patch"]),
+    _rule(["cluster.x-k8s.io"], ["machines"], ["list", "patch"]),
     _rule(["metal3.io"], ["baremetalhosts"], ["get", "list"]),
 ]
 OPERATOR_NAMESPACE_RULES: list[Rule] = [

@@ -274,51 +274,68 @@ def test_webhook_is_retried_on_5xx_and_not_duplicated(
     assert fleet.phase(node) == "Remediating"
 
 
-def test_cluster_api_machine_is_annotated_for_remediation(
-    fleet_factory: type[Fleet], api_client: client.ApiClient
+def test_cluster_api_annotates_the_machine_whose_node_ref_is_the_node(
+    fleet_factory: type[Fleet], kubeconfig: str
 ) -> None:
-    crd(api_client, "cluster.x-k8s.io", "v1beta1", "Machine")
-    custom = client.CustomObjectsApi(api_client)
+    # Root on the node uses its kubelet's identity to point its Node's Cluster API
+    # annotations at the control-plane Machine: only the Machine whose status.nodeRef
+    # is this Node (name and uid) is asked to remediate.
     fleet = fleet_factory(size=2)
+    crd(fleet.api, "cluster.x-k8s.io", "v1beta1", "Machine")
+    custom = fleet.custom
     node = fleet.nodes[0]
-    custom.create_namespaced_custom_object(
-        "cluster.x-k8s.io",
-        "v1beta1",
-        "default",
-        "machines",
-        {"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Machine", "metadata": {"name": node}},
-    )
+    uid = fleet.core.read_node(node).metadata.uid
+    machines = {
+        "cp-0": {"name": "cp-node-0", "uid": str(uuid.uuid4())},
+        "md-gpu": {"name": node, "uid": uid},
+        # An earlier Node of the same name, replaced since: not this Node.
+        "md-gpu-old": {"name": node, "uid": str(uuid.uuid4())},
+    }
+    for name, ref in machines.items():
+        custom.create_namespaced_custom_object(
+            "cluster.x-k8s.io",
+            "v1beta1",
+            "default",
+            "machines",
+            {
+                "apiVersion": "cluster.x-k8s.io/v1beta1",
+                "kind": "Machine",
+                "metadata": {"name": name},
+                "status": {"nodeRef": {"apiVersion": "v1", "kind": "Node", **ref}},
+            },
+        )
     fleet.core.patch_node(
+        node, {"metadata": {"annotations": {"sim.pitcrew.dev/repair-fails": "cluster-api"}}}
+    )
+    kubelet = client.CoreV1Api(
+        api_client(str(devcluster.node_kubeconfig(directory=Path(kubeconfig).parent, node=node)))
+    )
+    kubelet.patch_node(
         node,
         {
             "metadata": {
                 "annotations": {
-                    "cluster.x-k8s.io/machine": node,
+                    "cluster.x-k8s.io/machine": "cp-0",
                     "cluster.x-k8s.io/cluster-namespace": "default",
-                    "sim.pitcrew.dev/repair-fails": "cluster-api",
                 }
             }
         },
     )
+
+    def remediate_key(name: str) -> str | None:
+        machine = custom.get_namespaced_custom_object(
+            "cluster.x-k8s.io", "v1beta1", "default", "machines", name
+        )
+        annotations: dict[str, str] = machine["metadata"].get("annotations") or {}
+        return annotations.get("cluster.x-k8s.io/remediate-machine")
+
     fleet.policy(remediation={"ladders": {"fatal": [{"action": "cluster-api", "timeout": "1h"}]}})
     fleet.wait_phase(node, "Healthy")
     fleet.inject(node, FATAL_XID)
-    machine = eventually(
-        lambda: (
-            (
-                m := custom.get_namespaced_custom_object(
-                    "cluster.x-k8s.io", "v1beta1", "default", "machines", node
-                )
-            )["metadata"]
-            .get("annotations", {})
-            .get("cluster.x-k8s.io/remediate-machine")
-            and m
-        ),
-        timeout=30,
-        what="Machine annotated",
-    )
-    key = machine["metadata"]["annotations"]["cluster.x-k8s.io/remediate-machine"]
+    key = eventually(lambda: remediate_key("md-gpu"), timeout=30, what="Machine annotated")
     assert key == fleet.gpunode(node)["status"]["remediation"]["reference"]
+    assert remediate_key("cp-0") is None
+    assert remediate_key("md-gpu-old") is None
 
 
 BARE_METAL_HOST = {
