@@ -2,12 +2,13 @@
 replacement) and revalidated after.
 
 Before ``start`` (by the policy's ``checkpointMaxDelay``) each node is cordoned and
-drained at its jobs' next checkpoint, through the circuit breaker and
-``maxConcurrentDrains`` like any drain; it stays out (phase Maintenance) until
-``end`` and is then revalidated before it takes work. medik8s's NodeMaintenance,
-when that API is installed, is honoured the same way (a window from its creation
-until it is deleted), so a cluster that has it needs no second request object;
-it has no schedule, which is why Pitcrew has this one.
+drained at its jobs' next checkpoint, under a budget of its own (as many nodes as
+``maxUnhealthy``, never counted by the circuit breaker) and ``maxConcurrentDrains``;
+it stays out (phase Maintenance) until ``end`` and is then revalidated before it
+takes work. No remediation starts on a node while a window over it is on.
+medik8s's NodeMaintenance, when that API is installed, is honoured the same way (a
+window from its creation until it is deleted), so a cluster that has it needs no
+second request object; it has no schedule, which is why Pitcrew has this one.
 """
 
 from __future__ import annotations

@@ -120,12 +120,15 @@ UNHEALTHY: Final = (
     Phase.QUARANTINED,
     Phase.DRAINING,
     Phase.REMEDIATING,
-    Phase.MAINTENANCE,
     Phase.RETIRED,
 )
-"""Taken out of service by Pitcrew (for a fault, or drained for a maintenance
-window): what the circuit breaker counts. Validating is not here: a batch of new
-nodes in burn-in must not trip it."""
+"""The phases of a node taken out of service by Pitcrew for a fault: what the circuit
+breaker counts (:attr:`pitcrew.core.views.FleetView.unhealthy`, which leaves out the
+nodes in them on their way out for a maintenance window: planned work has a budget of
+its own). Validating is not here: a batch of new nodes in burn-in must not trip it."""
+OUT_BY_PITCREW: Final = (*UNHEALTHY, Phase.MAINTENANCE)
+"""Out of service by Pitcrew's hand, for a fault or a maintenance window: a spare stands
+in for each, and a node leaving one keeps its slot until its write lands."""
 TAKEN_OUT: Final = frozenset({Phase.SUSPECT, Phase.QUARANTINED, Phase.DRAINING})
 """The first phases after a fault: leaving service for one of these is a detection."""
 OUT_OF_SERVICE: Final = frozenset(

@@ -23,7 +23,6 @@ from typing import Any
 
 from pitcrew.api.meta import API_VERSION, Duration
 from pitcrew.api.policy import GPUHealthPolicy
-from pitcrew.api.vocabulary import UNHEALTHY
 from pitcrew.controller import metrics
 from pitcrew.controller.ports import Cluster, EventSink
 from pitcrew.controller.store import Store
@@ -194,7 +193,7 @@ class PolicyStatusWriter:
         status: dict[str, Any] = {
             "observedGeneration": policy["metadata"].get("generation", 1),
             "nodes": fleet.total,
-            "unhealthy": fleet.count(*UNHEALTHY),
+            "unhealthy": fleet.unhealthy,
             "phases": {str(k): v for k, v in sorted(fleet.phases.items()) if v},
             "breaker": breaker_fields(breaker),
             "goodput": {

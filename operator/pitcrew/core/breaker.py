@@ -15,6 +15,9 @@ what starts the storm cooldown:
   by slot as repairs free them.
 - the time it opened (``since``) survives rounds while it stays open, so the
   status says how long nodes have been held back.
+- a cooldown never ends later than ``safety.stormCooldown`` from now: one stamped
+  further ahead came from a clock ahead of this one (a former leader's, or a hand
+  edit) and would hold quarantines back for as long as that clock was off.
 """
 
 from __future__ import annotations
@@ -24,7 +27,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from pitcrew.api.policy import SafetySpec
-from pitcrew.api.vocabulary import UNHEALTHY
 from pitcrew.core.safety import unhealthy_limit
 from pitcrew.core.views import FleetView
 
@@ -47,15 +49,18 @@ def next_breaker(
     current: Breaker, *, fleet: FleetView, safety: SafetySpec, now: datetime.datetime
 ) -> tuple[Breaker, Transition | None]:
     """The breaker after a round that left ``fleet``; the transition, if it changed."""
+    cooldown = current.cooldown_until
+    if cooldown is not None and cooldown > now + safety.storm_cooldown:
+        cooldown = now + safety.storm_cooldown
     if fleet.refused > 0:
         limit = unhealthy_limit(safety, total=fleet.total)
         message = (
-            f"{fleet.count(*UNHEALTHY)} of {fleet.total} nodes unhealthy, limit {limit}: "
+            f"{fleet.unhealthy} of {fleet.total} nodes unhealthy, limit {limit}: "
             f"{fleet.refused} failing nodes kept in service"
         )
         since = current.since if current.open and current.since else now
-        state = Breaker(True, since, message, current.cooldown_until)
+        state = Breaker(True, since, message, cooldown)
         return state, None if current.open else Transition.OPENED
     if current.open:
         return Breaker(cooldown_until=now + safety.storm_cooldown), Transition.CLOSED
-    return Breaker(cooldown_until=current.cooldown_until), None
+    return Breaker(cooldown_until=cooldown), None

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from pitcrew.api.gpunode import GPUNodeStatus, Phase, Transition
+from pitcrew.api.vocabulary import MAINTENANCE_REASON, TAKEN_OUT
 from pitcrew.core import actions as a
 from pitcrew.core.lifecycle import Decision
 from pitcrew.core.views import FleetView
@@ -36,10 +37,19 @@ class Summary(NamedTuple):
     """Its phase transitions (the accountant books GPU time by them)."""
     reason: str = ""
     """Why it is in its phase (``status.reason``), for ``pitcrew_gpunode_info``."""
+    leaving_for_maintenance: bool = False
+    """Taken out (Suspect, Draining) for a maintenance window, not for a fault."""
 
 
 def verifying(status: GPUNodeStatus) -> bool:
     return status.verification is not None and bool(status.verification.job)
+
+
+def leaving_for_maintenance(status: GPUNodeStatus) -> bool:
+    """On its way out of service for a maintenance window (taken out, or draining, with
+    reason ``Maintenance``): it spends the maintenance budget, not ``maxUnhealthy``.
+    Once drained it is in phase Maintenance, counted by phase."""
+    return status.phase in TAKEN_OUT and status.reason == MAINTENANCE_REASON
 
 
 def summarize(status: GPUNodeStatus) -> Summary:
@@ -54,12 +64,19 @@ def summarize(status: GPUNodeStatus) -> Summary:
         verifying(status),
         tuple(status.history),
         status.reason,
+        leaving_for_maintenance=leaving_for_maintenance(status),
     )
 
 
 def counted_in_fleet(summary: Summary) -> tuple[object, ...]:
     """What of a summary :func:`fleet_of` reads: when it is unchanged, so is the fleet."""
-    return (summary.phase, summary.refused, summary.since, summary.verifying)
+    return (
+        summary.phase,
+        summary.refused,
+        summary.since,
+        summary.verifying,
+        summary.leaving_for_maintenance,
+    )
 
 
 def fleet_of(members: Iterable[tuple[str, Summary]]) -> FleetView:
@@ -67,7 +84,7 @@ def fleet_of(members: Iterable[tuple[str, Summary]]) -> FleetView:
     Spares are listed oldest first, so the longest-rested spare is released first."""
     phases: dict[Phase, int] = {}
     spares: list[tuple[datetime.datetime, str]] = []
-    total = refused = verifying_ = 0
+    total = refused = verifying_ = leaving = 0
     for name, summary in members:
         if summary.phase is Phase.EXCLUDED:
             continue
@@ -75,6 +92,7 @@ def fleet_of(members: Iterable[tuple[str, Summary]]) -> FleetView:
         phases[summary.phase] = phases.get(summary.phase, 0) + 1
         refused += summary.refused
         verifying_ += summary.verifying
+        leaving += summary.leaving_for_maintenance
         if summary.phase is Phase.SPARE:
             spares.append((summary.since or _EPOCH, name))
     return FleetView(
@@ -83,6 +101,7 @@ def fleet_of(members: Iterable[tuple[str, Summary]]) -> FleetView:
         spares=tuple(n for _, n in sorted(spares)),
         refused=refused,
         verifying=verifying_,
+        leaving_for_maintenance=leaving,
     )
 
 
@@ -105,4 +124,7 @@ def after_decision(
         spares=tuple(spares),
         refused=fleet.refused,
         verifying=fleet.verifying - verifying(before) + verifying(decision.status),
+        leaving_for_maintenance=fleet.leaving_for_maintenance
+        - leaving_for_maintenance(before)
+        + leaving_for_maintenance(decision.status),
     )

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from pitcrew.api.gpunode import GPUNodeStatus
-from pitcrew.api.vocabulary import UNHEALTHY
+from pitcrew.api.vocabulary import OUT_BY_PITCREW
 from pitcrew.core.fleet import Summary, after_decision, summarize
 from pitcrew.core.lifecycle import Decision, decide
 from pitcrew.core.views import FleetView, NodeState, PolicyView
@@ -110,7 +110,7 @@ def decide_round(
 def counted(fleet: FleetView, *, node: str, before: GPUNodeStatus, decision: Decision) -> FleetView:
     """The pool after ``decision`` within a round: a node taken out counts at once; a
     node on its way back keeps its slot until its write lands (:func:`member`)."""
-    if before.phase in UNHEALTHY and decision.status.phase not in UNHEALTHY:
+    if before.phase in OUT_BY_PITCREW and decision.status.phase not in OUT_BY_PITCREW:
         return fleet
     return after_decision(fleet, node=node, before=before, decision=decision)
 
@@ -122,5 +122,5 @@ def member(stored: Summary, intended: GPUNodeStatus | None) -> Summary:
     if intended is None:
         return stored
     planned = summarize(intended)
-    coming_back = stored.phase in UNHEALTHY and planned.phase not in UNHEALTHY
+    coming_back = stored.phase in OUT_BY_PITCREW and planned.phase not in OUT_BY_PITCREW
     return stored if coming_back else planned

@@ -1,12 +1,20 @@
 """Safety arithmetic: the circuit breaker and the concurrency bounds.
 
 Pure functions of the policy and a fleet snapshot. "Unhealthy" means taken
-out of service by Pitcrew for a fault: Suspect, Quarantined, Draining,
-Remediating or Retired. Retired counts until a person removes the node: if
-it did not, a fleet-wide cause (a bad driver, a switch) would fail, retire
-and free the slot of node after node, and the breaker would only slow the
-storm down instead of stopping it. Validating is not counted: a batch of new
+out of service by Pitcrew for a fault (:data:`~pitcrew.api.vocabulary.UNHEALTHY`,
+:attr:`~pitcrew.core.views.FleetView.unhealthy`). Retired counts until a person
+removes the node: if it did not, a fleet-wide cause (a bad driver, a switch) would
+fail, retire and free the slot of node after node, and the breaker would only slow
+the storm down instead of stopping it. Validating is not counted: a batch of new
 nodes in burn-in must not trip the breaker for the rest of the fleet.
+
+Planned maintenance is not a fault and spends none of that budget: nodes out for a
+window (and on their way out) have a budget of their own of the same size
+(:func:`admit_maintenance`). Counted with the faults, a window would refuse a node
+with a fatal Xid elsewhere, open the breaker with a "fleet-wide cause" message, and,
+when it ended, start a storm cooldown that held quarantines back for no storm. A
+window's refusal is ``MaintenanceLimit``, which the breaker does not count: the
+nodes it holds back are not failing.
 
 A percentage limit is rounded to the nearest node and is at least one node
 when the percentage is above zero, so that the 10 % default still lets a
@@ -21,7 +29,6 @@ from dataclasses import dataclass
 
 from pitcrew.api.gpunode import Phase
 from pitcrew.api.policy import PeriodicVerificationSpec, SafetySpec
-from pitcrew.api.vocabulary import UNHEALTHY
 from pitcrew.core.views import FleetView
 
 DEFAULT_MAX_UNHEALTHY = "10%"
@@ -63,7 +70,7 @@ def admit_unhealthy(
 ) -> Admission:
     """May one more node be taken out of service?"""
     limit = unhealthy_limit(safety, total=fleet.total)
-    unhealthy = fleet.count(*UNHEALTHY)
+    unhealthy = fleet.unhealthy
     if unhealthy >= limit:
         return Admission(
             False,
@@ -78,6 +85,23 @@ def admit_unhealthy(
             "StormCooldown",
             f"quarantines resume at {cooldown_until.isoformat()} after the last breaker trip",
             until=cooldown_until,
+        )
+    return Admission(True)
+
+
+def admit_maintenance(safety: SafetySpec, fleet: FleetView) -> Admission:
+    """May one more node leave service for a maintenance window? Planned work takes at
+    most :func:`unhealthy_limit` nodes of the pool at once (its ``maxUnhealthy``, or what
+    ``minHealthy`` leaves), counted apart from the faults: a window never refuses a
+    broken node, nor a broken node a window. No cooldown applies (there was no storm)."""
+    limit = unhealthy_limit(safety, total=fleet.total)
+    out = fleet.in_maintenance
+    if out >= limit:
+        return Admission(
+            False,
+            "MaintenanceLimit",
+            f"{out} of {fleet.total} nodes already out for maintenance (limit {limit}, the "
+            "pool's maxUnhealthy): the next leaves when one comes back",
         )
     return Admission(True)
 

@@ -17,6 +17,7 @@ from pitcrew.api.vocabulary import (
     CORDONED_BY,
     CORDONED_BY_VALUE,
     MANAGED_LABEL,
+    OUT_BY_PITCREW,
     SLURM_REASON_PREFIX,
     UNHEALTHY,
     VALIDATION_REQUEST,
@@ -271,15 +272,30 @@ class FleetView:
     """Nodes the circuit breaker is keeping in service although they failed."""
     verifying: int = 0
     """Nodes with a periodic verification in flight."""
+    leaving_for_maintenance: int = 0
+    """Nodes in a phase of :data:`UNHEALTHY` (Suspect, Draining) for a maintenance
+    window, not for a fault (reason ``Maintenance``)."""
 
     def count(self, *phases: Phase) -> int:
         return sum(self.phases.get(p, 0) for p in phases)
 
+    @property
+    def unhealthy(self) -> int:
+        """Nodes out of service for a fault: what ``maxUnhealthy`` bounds and the breaker
+        counts. Nodes out for a maintenance window are not among them."""
+        return self.count(*UNHEALTHY) - self.leaving_for_maintenance
+
+    @property
+    def in_maintenance(self) -> int:
+        """Nodes out of service for a maintenance window, or on their way out (taken out,
+        draining): what the maintenance budget bounds."""
+        return self.count(Phase.MAINTENANCE) + self.leaving_for_maintenance
+
     def spares_wanted(self, count: int) -> int:
-        """Spares to hold now: the policy's ``count``, less the nodes out for faults. A
-        spare released to replace a broken node stays in service; the repaired node
-        (or an idle one) becomes the spare again once the pool is whole."""
-        return max(0, count - self.count(*UNHEALTHY))
+        """Spares to hold now: the policy's ``count``, less the nodes out for faults or
+        maintenance. A spare released to replace a broken node stays in service; the
+        repaired node (or an idle one) becomes the spare again once the pool is whole."""
+        return max(0, count - self.count(*OUT_BY_PITCREW))
 
 
 @dataclass(frozen=True)

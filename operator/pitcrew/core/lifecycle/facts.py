@@ -45,12 +45,27 @@ def maintenance_due(b: Builder) -> bool:
 
 
 def maintenance_over(b: Builder) -> bool:
-    """The window the node was drained for ended or was withdrawn."""
+    """The window the node was drained for ended, was withdrawn, or moved later than
+    ``checkpointMaxDelay`` ahead: a window that covers the node next week does not keep
+    it out now (back-to-back windows, one starting within the lead, do)."""
     window = b.node.maintenance
     if window is None:
         return True
+    return not maintenance_due(b)
+
+
+def maintenance_active(b: Builder) -> bool:
+    """A window covers the node now: it has begun (a NodeMaintenance, which has no
+    schedule, from the moment it exists, whatever the clocks say) and not ended. People
+    work on the node: no remediation rung may start."""
+    window = b.node.maintenance
+    if window is None or window.over(b.now):
+        return False
     b.wake(window.end)
-    return window.over(b.now)
+    if window.end is None:
+        return True
+    b.wake(window.start)
+    return b.now >= window.start
 
 
 def maintenance_finding(b: Builder) -> Finding:

@@ -42,11 +42,15 @@ from pitcrew.core.lifecycle.service import hold_as_spare, lift_cordon
 def take_out(b: Builder, found: Finding, *, quarantined: bool = False) -> bool:
     """Move a node in service to Suspect (degraded) or Quarantined (fatal, or with
     ``quarantined``: evidence from a probe, which no later passive report repeats, on
-    an idle node that has no checkpoint to wait for), if the breaker admits it."""
+    an idle node that has no checkpoint to wait for), if the breaker admits it; for a
+    maintenance window, if the maintenance budget does (the breaker is for faults)."""
     spec = b.policy.spec
-    admission = safety.admit_unhealthy(
-        spec.safety, b.fleet, now=b.now, cooldown_until=b.policy.cooldown_until
-    )
+    if found.reason == MAINTENANCE_REASON:
+        admission = safety.admit_maintenance(spec.safety, b.fleet)
+    else:
+        admission = safety.admit_unhealthy(
+            spec.safety, b.fleet, now=b.now, cooldown_until=b.policy.cooldown_until
+        )
     if not admission.allowed:
         already_refused = any(
             c.type == "Admitted" and c.reason == admission.reason for c in b.status.conditions

@@ -20,7 +20,7 @@ from pitcrew.core import actions as a
 from pitcrew.core import safety
 from pitcrew.core.evidence import repair_evidence, worst_finding
 from pitcrew.core.lifecycle.builder import Builder
-from pitcrew.core.lifecycle.facts import elapsed, fault_class, lemon
+from pitcrew.core.lifecycle.facts import elapsed, fault_class, lemon, maintenance_active
 from pitcrew.core.lifecycle.probes import start_validation
 from pitcrew.core.lifecycle.service import back_in_service
 from pitcrew.core.names import remediation_key
@@ -43,18 +43,30 @@ def retire_lemon(b: Builder) -> None:
     )
 
 
+def hold_for_maintenance(b: Builder, why: str) -> None:
+    """Maintenance: drained for a window, or a window began while the node was out for a
+    fault. People work on the node, so the ladder stops where it is (no rung starts, none
+    is retried or escalated: a BMC reboot mid-firmware-update is the last thing they
+    want); the node is revalidated when the window ends, and a fault still there climbs
+    the ladder again from its first rung."""
+    maintenance = b.node.maintenance
+    what = f"{maintenance.name} ({maintenance.reason})" if maintenance else "maintenance"
+    b.go(Phase.MAINTENANCE, MAINTENANCE_REASON, f"{why} {what}".replace(" ()", ""))
+    b.set(drain=None, remediation=None, repair_under_test=None)
+
+
 def begin_remediation(b: Builder, *, escalated: bool = False) -> None:
     """Start the ladder: only on a node seen cordoned and empty (or past the drain's
-    explicit escalation), never in a dry run."""
+    explicit escalation), never in a dry run, never inside a maintenance window."""
     slurm = b.node.slurm
     slurm_busy = slurm is not None and (slurm.busy or not slurm.out)
     if not b.cordon_observed or ((b.node.workload or slurm_busy) and not escalated):
         return
     if b.status.reason == MAINTENANCE_REASON and worst_finding(b.status) is None:
-        maintenance = b.node.maintenance
-        what = f"{maintenance.name} ({maintenance.reason})" if maintenance else "maintenance"
-        b.go(Phase.MAINTENANCE, MAINTENANCE_REASON, f"drained for {what}".replace(" ()", ""))
-        b.set(drain=None)
+        hold_for_maintenance(b, "drained for")
+        return
+    if maintenance_active(b):
+        hold_for_maintenance(b, "no remediation starts during")
         return
     if b.dry_run:
         b.condition(
@@ -145,6 +157,9 @@ def resume(b: Builder, remediation: RemediationStatus) -> None:
 def remediating(b: Builder) -> None:
     remediation = b.status.remediation
     b.ensure_cordon(QUARANTINE_TAINT, b.status.reason or "Remediating", "Remediating")
+    if maintenance_active(b):
+        hold_for_maintenance(b, "the remediation ladder stops for")
+        return
     if remediation is None:
         begin_remediation(b)
         return
