@@ -3,10 +3,21 @@
 Pitcrew honours a NodeMaintenance as a maintenance window over its node (from its
 creation until it is deleted) instead of asking people to learn a second request
 object. The API is optional, and kopf cannot watch a resource the cluster does
-not serve, so it is listed on a thread every ``interval`` seconds: a 404 means
-"not installed" (asked again every few minutes, so installing medik8s later
-needs no restart), a 403 that the chart's role lacks it (said once). A change
-wakes the nodes it names.
+not serve, so it is listed on a thread every ``interval`` seconds. A change wakes
+the nodes it names.
+
+What a failed listing means decides what becomes of the requests already read,
+since dropping one ends its window and sends its node to revalidation while people
+may still be working on it:
+
+- a 404 where the API group is not served at all: medik8s is not installed, or was
+  uninstalled and its requests went with it (said once when there were some); asked
+  again every few minutes, so installing it later needs no restart;
+- a 404 where the group is served, but not in :data:`VERSION`: a version no longer
+  served. The requests last read are **kept**, and the policies' status says so
+  (condition ``MaintenanceRequests``) until a served version is read;
+- a 403 (the chart's role lacks it) or any other refusal: kept too, and said the same
+  way; a transient error is only retried.
 """
 
 from __future__ import annotations
@@ -18,7 +29,7 @@ from typing import Any, cast
 
 from kubernetes import client
 
-from pitcrew.kube.client import is_transient
+from pitcrew.kube.client import is_transient, request
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +47,21 @@ def lister(api: client.ApiClient) -> Callable[[], dict[str, Any]]:
     return listing
 
 
+def discovery(api: client.ApiClient) -> Callable[[], list[str] | None]:
+    """The versions of the API group the apiserver serves; None when it serves none."""
+
+    def versions() -> list[str] | None:
+        try:
+            found = request(api, "GET", f"/apis/{GROUP}")
+        except client.ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+        return [str(v.get("version")) for v in found.get("versions") or []]
+
+    return versions
+
+
 class NodeMaintenances:
     def __init__(
         self,
@@ -43,12 +69,19 @@ class NodeMaintenances:
         *,
         publish: Callable[[dict[str, dict[str, Any]]], None],
         wake: Callable[[Iterable[str]], None],
+        served: Callable[[], list[str] | None] = lambda: None,
+        report: Callable[[str], None] = lambda problem: None,
         interval: float = 10.0,
     ) -> None:
         self.listing = listing
         """Lists the NodeMaintenances (:func:`lister`): one API call."""
         self.publish = publish
         self.wake = wake
+        self.served = served
+        """The group's served versions (:func:`discovery`), asked after a 404."""
+        self.report = report
+        """Told why the requests cannot be read as they should (empty: they can): the
+        policies' status says it."""
         self.interval = interval
         self.seen: dict[str, dict[str, Any]] = {}
         self._said = ""
@@ -63,20 +96,52 @@ class NodeMaintenances:
             listing = self.listing()
         except client.ApiException as error:
             if error.status == 404:
-                self._changed({})  # uninstalled: its requests went with it
-                return ABSENT_SECONDS
+                return self._not_found()
             if error.status == 403:
-                self._say("the operator may not list NodeMaintenances (the chart's role grants it)")
+                self._unreadable(
+                    "the operator may not list NodeMaintenances (403 Forbidden): grant list "
+                    f"on {PLURAL}.{GROUP} (the chart's role does)"
+                )
                 return ABSENT_SECONDS
             if not is_transient(error):
-                self._say(f"listing NodeMaintenances failed: {error.status} {error.reason}")
+                self._unreadable(f"listing NodeMaintenances failed: {error.status} {error.reason}")
             return self.interval
         except Exception as error:  # the poll goes on whatever one listing met
             self._say(f"listing NodeMaintenances failed: {error}")
             return self.interval
         items = {i["metadata"]["name"]: i for i in listing.get("items") or []}
+        self._said = ""
+        self.report("")
         self._changed(items)
         return self.interval
+
+    def _not_found(self) -> float:
+        """A 404: not installed (the requests went with it), or not in this version."""
+        try:
+            versions = self.served()
+        except Exception as error:  # unknown which: keep what was read, ask again
+            self._say(f"reading the {GROUP} API group failed: {error}")
+            return self.interval
+        if versions is None:
+            if self.seen:
+                self._say(
+                    f"the {GROUP} API is gone (medik8s uninstalled?): its "
+                    f"{len(self.seen)} NodeMaintenances ended with it"
+                )
+            self.report("")
+            self._changed({})
+            return ABSENT_SECONDS
+        self._unreadable(
+            f"{GROUP} serves {', '.join(versions) or 'no version'}, not {VERSION}, which "
+            "this operator reads"
+        )
+        return ABSENT_SECONDS
+
+    def _unreadable(self, why: str) -> None:
+        """Said in the log and the policies' status; the requests last read are kept."""
+        message = f"{why}; the {len(self.seen)} NodeMaintenances last read are kept"
+        self._say(message)
+        self.report(message)
 
     def _changed(self, items: dict[str, dict[str, Any]]) -> None:
         def node(obj: dict[str, Any] | None) -> str:

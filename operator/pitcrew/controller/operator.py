@@ -32,7 +32,7 @@ from pitcrew.controller.accountant import Accountant
 from pitcrew.controller.executor import Executor
 from pitcrew.controller.job_sizes import JobSizes, fetcher
 from pitcrew.controller.leader import wait_for_leadership
-from pitcrew.controller.maintenance import NodeMaintenances, lister
+from pitcrew.controller.maintenance import NodeMaintenances, discovery, lister
 from pitcrew.controller.policy_status import PolicyStatusWriter
 from pitcrew.controller.rounds import RoundLoop
 from pitcrew.controller.runs import Runs
@@ -82,7 +82,12 @@ def build(
     def publish(items: dict[str, dict[str, Any]]) -> None:
         store.node_maintenances = items
 
-    node_maintenances = NodeMaintenances(lister(api), publish=publish, wake=wake)
+    def report(problem: str) -> None:
+        store.maintenance_problem = problem
+
+    node_maintenances = NodeMaintenances(
+        lister(api), publish=publish, wake=wake, served=discovery(api), report=report
+    )
     threading.Thread(
         target=node_maintenances.run,
         args=(threading.Event(),),

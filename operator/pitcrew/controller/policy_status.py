@@ -77,6 +77,28 @@ def _valid(previous: dict[str, Any], policy: dict[str, Any], now: datetime.datet
     }
 
 
+def _maintenance_requests(
+    previous: dict[str, Any], policy: dict[str, Any], now: datetime.datetime, problem: str
+) -> dict[str, Any] | None:
+    """``MaintenanceRequests``: False while medik8s NodeMaintenances cannot be read as
+    they should (a version no longer served, no permission: those last read are kept),
+    True again once they can; absent while nothing was ever wrong."""
+    kind = "MaintenanceRequests"
+    old = next((c for c in previous.get("conditions") or [] if c.get("type") == kind), None)
+    if not problem and old is None:
+        return None
+    status = "False" if problem else "True"
+    since = old["lastTransitionTime"] if old and old.get("status") == status else now.isoformat()
+    return {
+        "type": kind,
+        "status": status,
+        "reason": "NodeMaintenanceUnreadable" if problem else "NodeMaintenanceRead",
+        "message": problem[:32768],
+        "lastTransitionTime": since,
+        "observedGeneration": policy["metadata"].get("generation", 1),
+    }
+
+
 class PolicyStatusWriter:
     def __init__(
         self,
@@ -205,6 +227,9 @@ class PolicyStatusWriter:
             status["cooldownUntil"] = breaker.cooldown_until.isoformat()
         previous = policy.get("status") or {}
         status["conditions"] = [_valid(previous, policy, now)]
+        requests = _maintenance_requests(previous, policy, now, self.store.maintenance_problem)
+        if requests is not None:
+            status["conditions"].append(requests)
         if {k: v for k, v in previous.items() if k in status} == status:
             return False
         ref = Ref(GPUHealthPolicy.KIND, name, API_VERSION, policy["metadata"].get("uid", ""))

@@ -127,6 +127,9 @@ class Store:
         self._disrupted: dict[str, OrderedDict[str, int]] = {}
         self.node_maintenances: dict[str, Object] = {}
         """medik8s NodeMaintenances, by name (polled: the API may not exist)."""
+        self.maintenance_problem = ""
+        """Why NodeMaintenances cannot be read as they should (a version no longer
+        served, no permission; those last read are kept); empty when they can."""
         self._windows: dict[tuple[str, str, Any], Window | None] = {}
         self.pods: dict[str, Object] = {}
         self.pods_by_node: dict[str, dict[str, Object]] = defaultdict(dict)

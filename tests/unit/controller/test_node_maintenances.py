@@ -61,3 +61,41 @@ def test_a_change_wakes_the_nodes_it_names_and_nothing_else() -> None:
     assert woken[-1] == {"n1", "n3"}
     assert published[-1] == {}
     assert watch.poll() == watch.interval  # a 500 is retried at the interval
+
+
+def watching(api: Api, served: list[str] | None) -> tuple[NodeMaintenances, list[str]]:
+    said: list[str] = []
+    watch = NodeMaintenances(
+        api,
+        publish=lambda items: None,
+        wake=lambda nodes: None,
+        served=lambda: served,
+        report=said.append,
+    )
+    return watch, said
+
+
+def test_a_version_no_longer_served_keeps_the_requests_and_says_so() -> None:
+    held = {"items": [request("nm-1", "n1")]}
+    watch, said = watching(Api(held, 404), served=["v1"])
+    watch.poll()
+    assert watch.poll() == ABSENT_SECONDS
+    assert set(watch.seen) == {"nm-1"}  # its node stays in Maintenance
+    assert "serves v1, not v1beta1" in said[-1]
+    assert "1 NodeMaintenances last read are kept" in said[-1]
+
+
+def test_a_forbidden_listing_keeps_the_requests_and_says_so() -> None:
+    watch, said = watching(Api({"items": [request("nm-1", "n1")]}, 403), served=["v1beta1"])
+    watch.poll()
+    watch.poll()
+    assert set(watch.seen) == {"nm-1"}
+    assert "403 Forbidden" in said[-1]
+
+
+def test_an_uninstalled_api_ends_its_requests_and_nothing_is_wrong() -> None:
+    watch, said = watching(Api({"items": [request("nm-1", "n1")]}, 404), served=None)
+    watch.poll()
+    watch.poll()
+    assert watch.seen == {}
+    assert said[-1] == ""

@@ -196,3 +196,19 @@ def test_a_policy_waiting_its_turn_holds_up_no_other_policy() -> None:
     pool.release()
     assert len(clock.waits) == 1  # "fleet" waits
     assert [w["unhealthy"] for w in shell.cluster.policy_statuses["other"]] == [1]
+
+
+def test_node_maintenances_that_cannot_be_read_are_said_in_the_policy_status() -> None:
+    shell = writer_shell()
+    shell.policy_status.write("fleet", FleetView(total=1, phases={Phase.HEALTHY: 1}), T0)
+    quiet = shell.cluster.policy_statuses["fleet"][-1]
+    assert [c["type"] for c in quiet["conditions"]] == ["Valid"]
+    shell.store.maintenance_problem = "the operator may not list NodeMaintenances (403)"
+    shell.policy_status.write("fleet", FleetView(total=1, phases={Phase.HEALTHY: 1}), T0)
+    conditions = {c["type"]: c for c in shell.cluster.policy_statuses["fleet"][-1]["conditions"]}
+    assert conditions["MaintenanceRequests"]["status"] == "False"
+    assert "403" in conditions["MaintenanceRequests"]["message"]
+    shell.store.maintenance_problem = ""
+    shell.policy_status.write("fleet", FleetView(total=1, phases={Phase.HEALTHY: 1}), T0)
+    conditions = {c["type"]: c for c in shell.cluster.policy_statuses["fleet"][-1]["conditions"]}
+    assert conditions["MaintenanceRequests"]["status"] == "True"
