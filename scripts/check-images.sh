@@ -110,8 +110,8 @@ if [ -n "$kubeconfig" ]; then
   # The name is this process's; --replace takes it over from a container that an
   # earlier run with the same pid left behind when it was killed outright.
   name=pitcrew-check-operator-$$
-  stop() {
-    podman rm --force --time 5 "$name" >/dev/null 2>&1 || true
+  stop() { # SIGTERM first: the operator stops on its own within about 6 s
+    podman rm --force --time 10 "$name" >/dev/null 2>&1 || true
     rm -rf "$scratch"
   }
   trap stop EXIT

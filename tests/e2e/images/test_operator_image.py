@@ -9,18 +9,23 @@ stack's own operators step aside for the test, so that the Lease and every
 decision on the test's fleet are the image's; they are back when it ends.
 
 CI builds the archive before the tests (``make test``); a missing archive fails
-the test with what to run, it never skips.
+the test with what to run, it never skips. An archive built from other sources
+than the tree's runs an operator that may not understand the CRDs and agents of
+the tree: a failure then names the modules that differ.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import subprocess
+import tarfile
 import tomllib
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 from kubernetes import client
@@ -36,6 +41,8 @@ CHECK_IMAGES = ROOT / "scripts" / "check-images.sh"
 VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
 ARCHIVE = ROOT / "dist" / f"pitcrew-{VERSION}.oci.tar"
 """What `make images` writes for the operator image of this tree's version."""
+PACKAGES = {"pitcrew": ROOT / "operator", "gpuhealth": ROOT / "healthchecks"}
+"""The import packages in the image's venv, and where the tree holds their sources."""
 LEASE = "pitcrew-operator"
 FATAL_XID = [{"type": "xid", "gpu": 0, "code": 79}]
 
@@ -151,38 +158,91 @@ def owners(managed_fields: list[dict[str, Any]], *path: str, subresource: str = 
     return found
 
 
+def image_sources(archive: Path) -> dict[str, bytes]:
+    """The packages' modules in the image's venv (``pitcrew/cli/main.py``: contents)."""
+    found: dict[str, bytes] = {}
+    with tarfile.open(archive) as outer:
+
+        def read(name: str) -> IO[bytes]:
+            file = outer.extractfile(name)
+            assert file is not None, f"{archive} holds no file {name}"
+            return file
+
+        def blob(digest: str) -> IO[bytes]:
+            return read("blobs/" + digest.replace(":", "/", 1))
+
+        manifest = json.load(blob(json.load(read("index.json"))["manifests"][0]["digest"]))
+        for layer in manifest["layers"]:  # in order: a later layer's file wins
+            with tarfile.open(fileobj=blob(layer["digest"]), mode="r|*") as files:
+                for member in files:
+                    _, inside, module = member.name.partition("/site-packages/")
+                    ours = module.split("/")[0] in PACKAGES and module.endswith(".py")
+                    content = files.extractfile(member) if inside and ours else None
+                    if content is not None:
+                        found[module] = content.read()
+    return found
+
+
+def stale_sources(archive: Path) -> list[str]:
+    """The modules whose source in the tree is not the one in the image."""
+    image = image_sources(archive)
+    tree = {
+        str(path.relative_to(folder)): path.read_bytes()
+        for package, folder in PACKAGES.items()
+        for path in (folder / package).rglob("*.py")
+    }
+    return sorted(m for m in image.keys() | tree.keys() if image.get(m) != tree.get(m))
+
+
+@contextlib.contextmanager
+def noting_a_stale_archive() -> Iterator[None]:
+    """A failed assertion says so when the image was built from other sources."""
+    try:
+        yield
+    except AssertionError as error:
+        stale = stale_sources(ARCHIVE)
+        if not stale:
+            raise
+        raise AssertionError(
+            f"{error}\n{ARCHIVE.relative_to(ROOT)} was built from other sources than this "
+            f"tree's ({', '.join(stale[:4])}{', ...' if len(stale) > 4 else ''} differ): "
+            "run `make images IMAGES=pitcrew` first"
+        ) from error
+
+
 def test_the_operator_image_leads_and_quarantines_a_node_with_a_fatal_xid(
     image_operator: ImageOperator,
     fleet_factory: type[Fleet],
     api_client: client.ApiClient,
     pitcrew: SimStack,
 ) -> None:
-    leader = image_operator.identity
-    # Loading the archive and the --version check come first: tens of seconds.
-    eventually(
-        lambda: image_operator.running() and lease_holder(api_client, pitcrew.namespace) == leader,
-        timeout=240, interval=1, what=f"the image's operator ({leader}) to take the Lease",
-    )  # fmt: skip
-    said = image_operator.output()
-    assert f"pitcrew {VERSION}" in said  # `pitcrew --version`, as the image's user:
-    assert "runs as 65532:65532" in said
-    assert f"{leader} is the leader" in said
+    leader, namespace = image_operator.identity, pitcrew.namespace
+    with noting_a_stale_archive():
+        # Loading the archive and the --version check come first: tens of seconds.
+        eventually(
+            lambda: image_operator.running() and lease_holder(api_client, namespace) == leader,
+            timeout=240, interval=1, what=f"the image's operator ({leader}) to take the Lease",
+        )  # fmt: skip
+        said = image_operator.output()
+        assert f"pitcrew {VERSION}" in said  # `pitcrew --version`, as the image's user:
+        assert "runs as 65532:65532" in said
+        assert f"{leader} is the leader" in said
 
-    fleet = fleet_factory(size=2)
-    fleet.policy()
-    for name in fleet.nodes:
-        fleet.wait_phase(name, "Healthy", timeout=90)
-    node = fleet.nodes[0]
-    fleet.inject(node, FATAL_XID)
-    eventually(lambda: fleet.node(node).spec.unschedulable, timeout=30, what=f"{node} cordoned")
-    assert fleet.taints(node)["pitcrew.dev/quarantined"] == "Xid"
-    assert "Quarantined" in fleet.history(node)
+        fleet = fleet_factory(size=2)
+        fleet.policy()
+        for name in fleet.nodes:
+            fleet.wait_phase(name, "Healthy", timeout=90)
+        node = fleet.nodes[0]
+        fleet.inject(node, FATAL_XID)
+        eventually(lambda: fleet.node(node).spec.unschedulable, timeout=30, what=f"{node} cordoned")
+        assert fleet.taints(node)["pitcrew.dev/quarantined"] == "Xid"
+        assert "Quarantined" in fleet.history(node)
 
-    # Written by the operator's field manager, and no other operator ran.
-    written = to_dict(api_client, fleet.node(node))["metadata"]["managedFields"]
-    assert owners(written, "spec", "unschedulable") == {OPERATOR_MANAGER}
-    status = fleet.gpunode(node)["metadata"]["managedFields"]
-    assert OPERATOR_MANAGER in owners(status, "status", "phase", subresource="status")
-    assert stack_operators(pitcrew) == []
-    assert image_operator.running()
-    assert lease_holder(api_client, pitcrew.namespace) == leader
+        # Written by the operator's field manager, and no other operator ran.
+        written = to_dict(api_client, fleet.node(node))["metadata"]["managedFields"]
+        assert owners(written, "spec", "unschedulable") == {OPERATOR_MANAGER}
+        status = fleet.gpunode(node)["metadata"]["managedFields"]
+        assert OPERATOR_MANAGER in owners(status, "status", "phase", subresource="status")
+        assert stack_operators(pitcrew) == []
+        assert image_operator.running()
+        assert lease_holder(api_client, namespace) == leader
