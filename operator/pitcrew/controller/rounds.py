@@ -509,7 +509,9 @@ class RoundLoop:
             if self.slurm is not None:
                 self.slurm.forget(name)
             slurm = self._drained_before(status)
-        view = node_view(node, pods, self.store.job_checkpoints, slurmd=slurmd)
+        view = node_view(
+            node, pods, self.store.job_checkpoints, slurmd=slurmd, namespace=self.settings.namespace
+        )
         return replace(view, slurm=slurm, maintenance=maintenance)
 
     def _drained_before(self, status: GPUNodeStatus) -> SlurmNodeView | SlurmUnreadable | None:

@@ -21,6 +21,7 @@ from gpuhealth.report import CheckResult, CheckStatus, FaultClass, RecommendedAc
 from pitcrew.api.gpunode import ChecksStatus, Phase
 from pitcrew.api.meta import API_VERSION, GROUP, VERSION
 from pitcrew.api.validationrun import (
+    PairResult,
     RunPhase,
     ValidationRun,
     ValidationRunSpec,
@@ -38,7 +39,13 @@ from pitcrew.api.vocabulary import (
 )
 from pitcrew.controller.settings import OperatorSettings, job_pods
 from pitcrew.controller.store import Store
-from pitcrew.core.convert import gpu_capacity, gpu_model, matches, termination_message
+from pitcrew.core.convert import (
+    gpu_capacity,
+    gpu_model,
+    matches,
+    object_key,
+    termination_message,
+)
 from pitcrew.core.port_types import Ref
 from pitcrew.core.validation import (
     PAIR_NICS,
@@ -51,10 +58,12 @@ from pitcrew.core.validation import (
     plan,
 )
 from pitcrew.kube import gpunodes, jobs, nodes
-from pitcrew.kube.client import retrying
+from pitcrew.kube.client import request, retrying
 from pitcrew.kube.events import Recorder
 
 logger = logging.getLogger(__name__)
+IGNORED_KEPT = 4096
+"""Pods remembered as ignored (so each is said once), at most."""
 
 
 class Runs:
@@ -63,6 +72,8 @@ class Runs:
     ) -> None:
         self.api, self.store, self.settings, self.recorder = api, store, settings, recorder
         self.custom = client.CustomObjectsApi(api)
+        self._ignored: dict[str, str] = {}
+        """Pods that carry a pair test's labels but are not its Job's, said once each."""
         self.sweep_pending = True
         """Sweep once after start (a run deleted while no operator led) and after each
         deletion."""
@@ -159,18 +170,29 @@ class Runs:
 
     def _collect_pairs(self, run: str, status: ValidationRunStatus) -> ValidationRunStatus:
         """Judge each pair test whose rank-0 pod has finished, from the bus bandwidth it
-        left in its termination message and the floor of the nodes' GPU model."""
+        left in its termination message and the floor of the nodes' GPU model.
+
+        Only the pod of the Job Pitcrew created for the pair counts (:meth:`_pairs_pod`):
+        its labels and a termination message are what any pod in any namespace can
+        carry, and a verdict read from one would pass a bad pair or blame good nodes."""
         if not any(p.result in (PENDING, RUNNING) for p in status.pairs):
             return status  # nothing to collect: no walk over every pod of the cluster
-        pods = {
-            (labels.get(PAIR_LABEL), labels.get(RANK_LABEL)): pod
-            for pod in self.store.pods.values()
-            if (labels := pod["metadata"].get("labels") or {}).get(RUN_LABEL) == run[:63]
-        }
+        found: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for candidate in self.store.pods.values():
+            meta = candidate["metadata"]
+            labels = meta.get("labels") or {}
+            if meta.get("namespace") == self.settings.namespace and (
+                labels.get(RUN_LABEL) == run[:63]
+            ):
+                key = (str(labels.get(PAIR_LABEL)), str(labels.get(RANK_LABEL)))
+                found.setdefault(key, []).append(candidate)
         pairs = []
         for pair in status.pairs:
-            pod = pods.get((jobs.pair_ident(run, pair.name, pair.attempt), "0"))
-            if pair.result not in (PENDING, RUNNING) or pod is None:
+            ident = jobs.pair_ident(run, pair.name, pair.attempt)
+            pod: dict[str, Any] | None = None
+            if pair.result in (PENDING, RUNNING):
+                pod = self._pairs_pod(found.get((ident, "0"), []), run=run, ident=ident, pair=pair)
+            if pod is None:
                 pairs.append(pair)
                 continue
             message, phase = termination_message(pod), (pod.get("status") or {}).get("phase")
@@ -187,6 +209,61 @@ class Runs:
             else:
                 pairs.append(pair)
         return status.model_copy(update={"pairs": pairs})
+
+    def _pairs_pod(
+        self, pods: list[dict[str, Any]], *, run: str, ident: str, pair: PairResult
+    ) -> dict[str, Any] | None:
+        """The finished rank-0 pod of ``pair``'s Job, or None: a pod in the operator's
+        namespace, on the pair's first node, controlled (by UID) by the Job Pitcrew
+        created for this run, pair and attempt. Others are ignored, said once each."""
+        for pod in pods:
+            finished = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+            if not (finished or termination_message(pod)):
+                continue
+            why = self._not_the_pairs(pod, run=run, ident=ident, node=pair.nodes[0])
+            if not why:
+                return pod
+            uid = str(pod["metadata"].get("uid") or object_key(pod))
+            if uid not in self._ignored:
+                if len(self._ignored) >= IGNORED_KEPT:
+                    self._ignored.clear()
+                self._ignored[uid] = why
+                logger.warning(
+                    "ValidationRun %s, pair %s: pod %s is not its pair test's (%s): ignored",
+                    run,
+                    pair.name,
+                    object_key(pod),
+                    why,
+                )
+        return None
+
+    def _not_the_pairs(self, pod: dict[str, Any], *, run: str, ident: str, node: str) -> str:
+        """Why ``pod`` is not the rank-0 pod of the Job Pitcrew made for the pair, or
+        empty when it is."""
+        meta = pod["metadata"]
+        if (pod.get("spec") or {}).get("nodeName") != node:
+            return f"it ran on {(pod.get('spec') or {}).get('nodeName') or 'no node'}, not {node}"
+        owners: list[dict[str, Any]] = meta.get("ownerReferences") or []
+        owner = next((o for o in owners if o.get("controller")), {})
+        if owner.get("kind") != "Job" or not owner.get("name") or not owner.get("uid"):
+            return "no Job controls it"
+        namespace = self.settings.namespace
+        try:
+            job = request(
+                self.api, "GET", f"/apis/batch/v1/namespaces/{namespace}/jobs/{owner['name']}"
+            )
+        except client.ApiException as error:
+            if error.status == 404:
+                return f"its Job {namespace}/{owner['name']} does not exist"
+            raise
+        job_meta = job.get("metadata") or {}
+        labels = job_meta.get("labels") or {}
+        if job_meta.get("uid") != owner["uid"]:
+            return f"its controller is not the Job {namespace}/{owner['name']} (uid)"
+        made = (labels.get(RUN_LABEL), labels.get(PAIR_LABEL), labels.get(RANK_LABEL))
+        if made != (run[:63], ident, "0"):
+            return f"its Job {namespace}/{owner['name']} is not this pair's rank 0"
+        return ""
 
     def _floor(self, members: list[str]) -> float | None:
         """The per-NIC inter-node floor of the pair's GPU model (the lower of the two)."""

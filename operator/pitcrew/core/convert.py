@@ -39,19 +39,43 @@ def parse_time(value: Any) -> datetime.datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)
 
 
+def own_job(pod: dict[str, Any], *, namespace: str) -> str:
+    """The Job of Pitcrew's that runs ``pod`` (a probe, pair or reset Job), or empty.
+
+    A pod is Pitcrew's only in the operator's ``namespace`` (where tenants create
+    nothing) and controlled by a Job of the name its ``job-name`` label says. Labels
+    alone prove nothing: anyone who may create a pod may label it
+    ``pitcrew.dev/probe`` or ``job-name=<a probe's Job>``, and bind it to a cordoned
+    node with ``spec.nodeName``; such a pod must neither pass nor fail a probe, nor
+    show a reset that never ran."""
+    meta = pod.get("metadata") or {}
+    if not namespace or meta.get("namespace") != namespace:
+        return ""
+    labels = meta.get("labels") or {}
+    named = labels.get("batch.kubernetes.io/job-name") or labels.get("job-name")
+    owners: list[dict[str, Any]] = meta.get("ownerReferences") or []
+    controller = next((o for o in owners if o.get("controller")), {})
+    if controller.get("kind") != "Job" or not named or controller.get("name") != named:
+        return ""
+    return str(named)
+
+
 def pod_view(
     pod: dict[str, Any],
     checkpoints: Mapping[str, datetime.datetime] | None = None,
     *,
     slurmd: bool = False,
+    namespace: str = "",
 ) -> PodView:
     """``checkpoints``: each training job's last checkpoint (``namespace/job``) as its
-    rank 0 reports it; a pod of the job checkpointed then, though only rank 0 says so."""
+    rank 0 reports it; a pod of the job checkpointed then, though only rank 0 says so.
+    ``namespace``: the operator's, where its own Jobs' pods run (:func:`own_job`)."""
     meta = pod.get("metadata", {})
     owners = meta.get("ownerReferences") or []
     controller = next((o for o in owners if o.get("controller")), owners[0] if owners else {})
     annotations = meta.get("annotations") or {}
     labels = meta.get("labels") or {}
+    own = own_job(pod, namespace=namespace)
     phase = (pod.get("status") or {}).get("phase", "")
     disruption = next(
         (
@@ -73,14 +97,14 @@ def pod_view(
         mirror="kubernetes.io/config.mirror" in annotations,
         terminating=meta.get("deletionTimestamp") is not None,
         finished=phase in ("Succeeded", "Failed"),
-        probe=PROBE_LABEL in labels,
+        probe=bool(own) and PROBE_LABEL in labels,
         slurmd=slurmd,
         checkpoint_at=_latest(
             parse_time(annotations.get(CHECKPOINT_ANNOTATION)),
             (checkpoints or {}).get(f"{meta.get('namespace', '')}/{job}") if job else None,
         ),
         job=job,
-        job_name=str(labels.get("batch.kubernetes.io/job-name") or labels.get("job-name") or ""),
+        job_name=own,
         succeeded=phase == "Succeeded",
         pending=phase == "Pending",
         ready=ready,
@@ -99,8 +123,10 @@ def node_view(
     checkpoints: Mapping[str, datetime.datetime] | None = None,
     *,
     slurmd: str = "",
+    namespace: str = "",
 ) -> NodeView:
-    """``slurmd``: the ``namespace/name`` of the pod that runs the node's slurmd."""
+    """``slurmd``: the ``namespace/name`` of the pod that runs the node's slurmd;
+    ``namespace``: the operator's, where its own Jobs' pods run (:func:`own_job`)."""
     meta = node.get("metadata", {})
     spec = node.get("spec") or {}
     conditions = (node.get("status") or {}).get("conditions") or []
@@ -116,7 +142,10 @@ def node_view(
             for t in spec.get("taints") or []
         ),
         ready=ready,
-        pods=tuple(pod_view(p, checkpoints, slurmd=slurmd == object_key(p)) for p in pods),
+        pods=tuple(
+            pod_view(p, checkpoints, slurmd=slurmd == object_key(p), namespace=namespace)
+            for p in pods
+        ),
         gpus=gpu_capacity(node),
         boot_id=str(((node.get("status") or {}).get("nodeInfo") or {}).get("bootID") or ""),
     )

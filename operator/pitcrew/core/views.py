@@ -44,7 +44,8 @@ class PodView:
     finished: bool = False
     """Phase Succeeded or Failed: nothing to evict."""
     probe: bool = False
-    """A Pitcrew probe or remediation pod."""
+    """A Pitcrew probe or remediation pod: one of its own Jobs', in its namespace
+    (:func:`pitcrew.core.convert.own_job`), never a pod that merely carries the label."""
     checkpoint_at: datetime.datetime | None = None
     grace_seconds: int = 30
     job: str = ""
@@ -53,7 +54,8 @@ class PodView:
     """Of a pod waiting for a node: the value of the ``pitcrew.dev/reserved`` taint it
     tolerates (a spare reserved for its job), if any."""
     job_name: str = ""
-    """The Kubernetes Job that created it (probe and reset pods)."""
+    """The Job of Pitcrew's that created it (probe and reset pods); empty for any other
+    pod, whatever its ``job-name`` label says."""
     succeeded: bool = False
     disruption: str = ""
     """Reason of its ``DisruptionTarget`` condition (``PreemptionByScheduler``, ...): the

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import time
+
 from kubernetes import client
 
+from pitcrew.kube import jobs
 from support.fixtures import HealthyFleet
 from support.fleet import NAMESPACE, PROBE_PRIORITY, Fleet, eventually, probe_priority
 
@@ -175,4 +178,155 @@ def test_a_node_its_pairs_blame_is_taken_out_never_released_to_service_first(
         after = history[history.index("Validating") + 1]
         assert after != "Healthy", history  # blamed before it was released
     finally:
+        fleet.custom.delete_cluster_custom_object(GROUP, VERSION, "validationruns", run)
+
+
+HOLD_PAIRS = "e2e-hold-pair-pods"
+
+
+def hold_pair_pods(api: client.ApiClient) -> None:
+    """Keep the Job controller from creating pair pods in the operator's namespace (an
+    admission policy refuses them), so the pair test stays open for as long as the test
+    needs: what a tenant's pod does meanwhile is the only thing that could decide it."""
+    admission = client.AdmissionregistrationV1Api(api)
+    admission.create_validating_admission_policy(
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": HOLD_PAIRS},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "resourceRules": [
+                        {
+                            "apiGroups": [""],
+                            "apiVersions": ["v1"],
+                            "operations": ["CREATE"],
+                            "resources": ["pods"],
+                        }
+                    ],
+                    "namespaceSelector": {
+                        "matchLabels": {"kubernetes.io/metadata.name": NAMESPACE}
+                    },
+                },
+                "validations": [
+                    {
+                        "expression": "!has(object.metadata.labels) || "
+                        "!('pitcrew.dev/rank' in object.metadata.labels)",
+                        "message": "e2e: pair pods are held back",
+                    }
+                ],
+            },
+        }
+    )
+    admission.create_validating_admission_policy_binding(
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": HOLD_PAIRS},
+            "spec": {"policyName": HOLD_PAIRS, "validationActions": ["Deny"]},
+        }
+    )
+    core = client.CoreV1Api(api)
+    probe = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"generateName": "hold-check-", "labels": {"pitcrew.dev/rank": "0"}},
+        "spec": {"containers": [{"name": "c", "image": "none"}]},
+    }
+
+    def refused() -> bool:
+        try:
+            core.create_namespaced_pod(NAMESPACE, probe, dry_run="All")
+        except client.ApiException as error:
+            return error.status in (400, 403, 422)
+        return False
+
+    eventually(refused, timeout=30, what="pair pods refused")
+
+
+def release_pair_pods(api: client.ApiClient) -> None:
+    admission = client.AdmissionregistrationV1Api(api)
+    for delete in (
+        admission.delete_validating_admission_policy_binding,
+        admission.delete_validating_admission_policy,
+    ):
+        try:
+            delete(HOLD_PAIRS)
+        except client.ApiException as error:
+            if error.status != 404:
+                raise
+
+
+def test_a_tenant_pod_with_a_pairs_labels_and_message_decides_nothing(
+    healthy_fleet: HealthyFleet, api_client: client.ApiClient
+) -> None:
+    # Any pod, in any namespace, can carry a pair test's labels and leave a termination
+    # message: here one that would fail the pair (and so blame both nodes).
+    fleet = healthy_fleet(size=2)
+    run = f"{fleet.group}-forged"
+    core = client.CoreV1Api(api_client)
+    hold_pair_pods(api_client)
+    forged = ""
+    try:
+        create_run(fleet, run, suite="quick", maxConcurrentNodes=2, pairingScope="across",
+                   topologyKey="kubernetes.io/hostname")  # fmt: skip
+        pairs = eventually(
+            lambda: run_status(fleet, run).get("pairs"), timeout=120, what="the pair test"
+        )
+        (pair,) = pairs  # type: ignore[misc]
+        ident = jobs.pair_ident(run, pair["name"], pair["attempt"])
+        tenant = core.create_namespaced_pod(
+            "default",
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "generateName": "not-a-pair-",
+                    "labels": {
+                        "pitcrew.dev/run": run[:63],
+                        "pitcrew.dev/pair": ident,
+                        "pitcrew.dev/rank": "0",
+                    },
+                },
+                "spec": {
+                    "nodeSelector": {"e2e.pitcrew.dev/nowhere": "true"},
+                    "containers": [{"name": "pair", "image": "tenant/forger"}],
+                },
+            },
+        )
+        forged = tenant.metadata.name
+        # What the kubelet writes when the tenant's container exits, leaving its message.
+        core.patch_namespaced_pod_status(
+            forged,
+            "default",
+            {
+                "status": {
+                    "phase": "Succeeded",
+                    "containerStatuses": [
+                        {
+                            "name": "pair",
+                            "image": "tenant/forger",
+                            "imageID": "",
+                            "ready": False,
+                            "restartCount": 0,
+                            "state": {
+                                "terminated": {"exitCode": 0, "message": '{"busbwGbps": 0.5}'}
+                            },
+                        }
+                    ],
+                }
+            },
+        )
+        time.sleep(15)  # many rounds of the run: each would have read the forged message
+        status = run_status(fleet, run)
+        (pair,) = status["pairs"]  # type: ignore[misc]
+        assert pair["result"] in ("pending", "running"), pair
+        assert "busbwGbps" not in pair
+        for node in fleet.nodes:
+            assert "Quarantined" not in fleet.history(node)
+    finally:
+        release_pair_pods(api_client)
+        if forged:
+            core.delete_namespaced_pod(forged, "default", grace_period_seconds=0)
         fleet.custom.delete_cluster_custom_object(GROUP, VERSION, "validationruns", run)

@@ -85,6 +85,7 @@ def reset_pod_succeeded(shell: Shell, key: str) -> None:
                 "namespace": "pitcrew-system",
                 "resourceVersion": version(),
                 "labels": {"batch.kubernetes.io/job-name": key, "pitcrew.dev/probe": "true"},
+                "ownerReferences": [{"kind": "Job", "name": key, "uid": "u", "controller": True}],
             },
             "spec": {"nodeName": "n0"},
             "status": {"phase": "Succeeded"},
