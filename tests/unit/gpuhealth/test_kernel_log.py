@@ -269,3 +269,26 @@ def test_nvml_backend_delivers_sxids_and_names_flagged_lines(
     assert "2 driver line(s)" in sample.errors["kernel-log"]
     assert sample.time <= datetime.datetime.now(datetime.UTC)
     backend.close()
+
+
+# open-gpu-kernel-modules: NVSWITCH_PRINT_SXID (common_nvswitch.h) formats
+# "nvidia-%s: SXid (PCI:" NVLINK_PCI_DEV_FMT "): %05d, " and nvswitch_os_print
+# (linux_nvswitch.c) hands it to printk at KERN_ERR: /dev/kmsg shows level 3.
+SXID_12028 = (
+    "3,1834,8123553311,-;nvidia-nvswitch3: SXid (PCI:0000:05:00.0): 12028, Non-fatal, "
+    "Link 32 egress non-posted PRIV error (First)\n"
+    "3,1835,8123553312,-;nvidia-nvswitch3: SXid (PCI:0000:05:00.0): 12028, "
+    "Severity 0 Engine instance 32 Sub-engine instance 00\n"
+)
+
+
+def test_parse_kmsg_reads_an_nvswitch_sxid_as_a_switch_event_never_a_gpu_xid(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "kmsg"
+    log.write_text(SXID_12028)
+    main(["parse", "kmsg", str(log), "--json"])
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["xids"] == []
+    ((sxid),) = payload["sxids"]
+    assert (sxid["code"], sxid["switch"], sxid["fatal"]) == (12028, "nvswitch3", False)

@@ -212,3 +212,37 @@ def test_cli_reports_topology_and_fails_the_quarter_floor_run(
 def test_cli_exits_two_without_a_floor_to_judge_by(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["parse", "nccl-tests", str(DATA / "nccl_allreduce_gb10_2node.txt")]) == 2
     assert "no floors for GPU model 'NVIDIA GB10'" in capsys.readouterr().err
+
+
+# nccl-tests 2.19.6, src/util.cu: the row as writeBenchmarkLinePreamble and
+# writeBenchmarkLineBody print it, and jsonDouble's "%lf". Python's printf-style
+# formatting is C's for these conversions, hence the percent formats below.
+PREAMBLE = "%12li  %12li  %8s  %6s  %6s"
+BODY = "  %7s  %6s  %6s  %6g"
+
+
+@pytest.mark.parametrize("wrong", [1_000_000, 25_000_000, 1_234_567, 999_999])
+def test_a_million_wrong_elements_in_exponent_form_are_read_as_a_count(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], wrong: int
+) -> None:
+    root = "%6i" % -1  # noqa: UP031 - printf, as util.cu
+    row = PREAMBLE % (17179869184, 4294967296, "float", "sum", root)
+    row += BODY % ("65810", "261.05", "466.84", float(wrong))
+    row += BODY % ("65702", "261.48", "467.59", 0.0)
+    printed = "%g" % float(wrong)  # noqa: UP031 - printf, as util.cu
+    assert printed in row  # exponent form from 1e+06 on
+    log = tmp_path / "all_reduce_perf.txt"
+    log.write_text(HEADER + row + "\n" + SUMMARY)
+    assert main(["parse", "nccl-tests", str(log), "--json"]) == 1
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["wrongTotal"] == float(printed)  # %g keeps 6 significant digits
+
+
+def test_json_nwrong_of_a_million_is_a_count() -> None:
+    document = json.loads((DATA / "nccl_allreduce_2x8xh100.json").read_text())
+    document["results"][-1]["in_place"]["nwrong"] = "NWRONG"
+    raw = json.dumps(document).replace('"NWRONG"', "%lf" % 1e6)  # noqa: UP031 - jsonDouble
+    assert '"nwrong": 1000000.000000' in raw
+    result = nccl_tests.parse_json(raw)
+    assert result.wrong_total == 1_000_000
+    assert result.failed
