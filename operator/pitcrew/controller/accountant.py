@@ -29,7 +29,7 @@ from pitcrew.client.progress import MalformedProgressError, parse
 from pitcrew.controller import metrics
 from pitcrew.controller.store import Store
 from pitcrew.core import job_tracking
-from pitcrew.core.convert import gpu_capacity, gpu_model, job_pod, pod_gpus, training_job
+from pitcrew.core.convert import EPOCH, gpu_capacity, gpu_model, job_pod, pod_gpus, training_job
 from pitcrew.core.fleet_ledger import FleetLedger, NodeTime
 from pitcrew.core.job_discovery import JobIdentity
 from pitcrew.core.job_ledger import (
@@ -89,6 +89,9 @@ class Accountant:
         """Each node's ``pitcrew_gpunode_info`` labels as last set: pool, phase, reason."""
         self.last = now
         """The previous tick: a job first seen now is counted from its creation, if later."""
+        self.reported: dict[str, datetime.datetime | None] = {}
+        """Each job's checkpoint time as its report last said it (None: none yet), by
+        the job's clock: only compared with itself, to see a new checkpoint."""
 
     def tick(self, now: datetime.datetime) -> None:
         out_of_service, recently_out = self._fleet(now)
@@ -260,7 +263,7 @@ class Accountant:
         observations = self._observations(out, recent)
         for job in set(self.jobs) - set(observations):  # every pod gone: the job is over
             self.jobs.pop(job, None)
-        self._protect(observations)
+        self._protect(observations, now)
         if self.flagged:
             live = {str((p.get("metadata") or {}).get("uid", "")) for p in self.store.pods.values()}
             self.flagged = {key for key in self.flagged if key[0] in live}
@@ -305,9 +308,17 @@ class Accountant:
             with contextlib.suppress(KeyError):
                 metrics.JOB_GPUS.remove(job_tracking.OTHER)
 
-    def _protect(self, observations: dict[str, JobObservation]) -> None:
+    def _protect(self, observations: dict[str, JobObservation], now: datetime.datetime) -> None:
         """What the jobs' reports tell the lifecycle: each job's last checkpoint (a
-        Suspect node drains after it) and which nodes straggle."""
+        Suspect node drains after it) and which nodes straggle.
+
+        A checkpoint is dated by when this operator first saw the report of it, by its
+        own clock: the time in the report is the node's, and a node clock ahead of the
+        operator's made a checkpoint from before the node was taken out look newer, so
+        its drain began before the job's next checkpoint (the work since the last one
+        lost). A checkpoint already there when the job is first seen (after a restart)
+        is dated :data:`~pitcrew.core.convert.EPOCH`: before any take-out, so a Suspect
+        node waits for the next one, at most ``checkpointMaxDelay``."""
         judged: dict[str, StragglerSpec] = {}
         woken: set[str] = set()
         for job, observation in observations.items():
@@ -316,14 +327,20 @@ class Accountant:
             judged.update(own)
             self.streaks.observe(job, observation.progress, own)
             saved = observation.progress.checkpoint_time if observation.progress else None
-            if saved is not None and self.store.job_checkpoints.get(job) != saved:
-                self.store.job_checkpoints[job] = saved
+            known = job in self.reported
+            if saved is not None and self.reported.get(job) != saved:
+                self.reported[job] = saved
+                self.store.job_checkpoints[job] = now if known else EPOCH
                 # Only a Suspect node waits for a checkpoint: a thousand-node job's
                 # checkpoint must not queue a thousand decisions that change nothing.
                 woken |= {n for n in nodes if self.store.summary(n).phase is Phase.SUSPECT}
+            elif not known:
+                self.reported[job] = saved
         self.streaks.keep(set(observations))
         for job in set(self.store.job_checkpoints) - set(observations):
             del self.store.job_checkpoints[job]
+        for job in set(self.reported) - set(observations):
+            del self.reported[job]
         stragglers = self.streaks.stragglers(judged)
         changed = set(stragglers.items()) ^ set(self.store.stragglers.items())
         for node, why in stragglers.items():

@@ -510,7 +510,12 @@ class RoundLoop:
                 self.slurm.forget(name)
             slurm = self._drained_before(status)
         view = node_view(
-            node, pods, self.store.job_checkpoints, slurmd=slurmd, namespace=self.settings.namespace
+            node,
+            pods,
+            self.store.job_checkpoints,
+            slurmd=slurmd,
+            namespace=self.settings.namespace,
+            seen=self.store.checkpoints_seen,
         )
         return replace(view, slurm=slurm, maintenance=maintenance)
 

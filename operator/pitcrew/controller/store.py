@@ -25,14 +25,16 @@ import json
 import logging
 import zlib
 from collections import OrderedDict, defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import ValidationError
 
 from pitcrew.api.gpunode import AgentChecks, GPUNodeStatus, Phase
-from pitcrew.api.vocabulary import RESERVED_TAINT
+from pitcrew.api.vocabulary import CHECKPOINT_ANNOTATION, RESERVED_TAINT
 from pitcrew.core.budgets import Budget, budget
 from pitcrew.core.convert import (
+    EPOCH,
     UnreadableStatusError,
     gpunode_status,
     matches,
@@ -112,8 +114,14 @@ def _version(obj: Object) -> int | None:
         return None
 
 
+def _utc_now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
 class Store:
-    def __init__(self) -> None:
+    def __init__(self, *, clock: Callable[[], datetime.datetime] = _utc_now) -> None:
+        self.clock = clock
+        """The operator's clock: what dates the checkpoints it sees."""
         self.nodes: dict[str, Object] = {}
         self.gpunodes: dict[str, Object] = {}
         self.policies: dict[str, Object] = {}
@@ -147,7 +155,13 @@ class Store:
         keeps it, :mod:`pitcrew.core.stragglers`)."""
         self.job_checkpoints: dict[str, datetime.datetime] = {}
         """Each training job's last checkpoint (``namespace/job``), from rank 0's
-        progress report: every rank's pod checkpointed then, though only rank 0 says so."""
+        progress report: every rank's pod checkpointed then, though only rank 0 says so.
+        Dated by the operator's clock when it first saw it (the accountant)."""
+        self.checkpoints_seen: dict[str, datetime.datetime] = {}
+        """Per pod (``namespace/name``), when its ``pitcrew.dev/checkpoint-at`` annotation
+        last changed, by the operator's clock; :data:`~pitcrew.core.convert.EPOCH` for a
+        value it already had when first seen. The annotation's own time is the node's
+        clock, compared with nothing but itself (:meth:`_put_pod`)."""
         self._packed: dict[str, bytes] = {}
         """Each GPUNode's status as compressed JSON: a parsed status with 15 check
         results is about 100 KB of Python objects, its JSON under 2 KB compressed."""
@@ -363,6 +377,7 @@ class Store:
         old_node = (previous.get("spec") or {}).get("nodeName") if previous else None
         if deleted:
             self.pods.pop(key, None)
+            self.checkpoints_seen.pop(key, None)
             self.unscheduled.pop(key, None)
             self.pods_by_node[old_node or node].pop(key, None)
             if training_job(obj) is not None and len(self.departed) < DEPARTED_MAX:
@@ -370,6 +385,7 @@ class Store:
             return old_node or node or None
         if not self._newer(previous, obj):
             return None
+        self._checkpoint_seen(key, previous, obj)
         self.pods[key] = obj
         phase = (obj.get("status") or {}).get("phase", "Pending")
         if not node and phase == "Pending" and meta.get("deletionTimestamp") is None:
@@ -381,6 +397,26 @@ class Store:
         if node:
             self.pods_by_node[node][key] = obj
         return node or None
+
+    def _checkpoint_seen(self, key: str, previous: Object | None, obj: Object) -> None:
+        """Date a pod's checkpoint by when this operator saw it change. A node's clock
+        ahead of the operator's made a checkpoint from before the node was taken out
+        look newer, so its drain began before the next one (the work since lost); one
+        behind held the drain to ``checkpointMaxDelay``. A value the pod already had when
+        first seen (after a restart) is dated EPOCH: a Suspect node waits for the next."""
+
+        def said(pod: Object | None) -> Any:
+            return ((pod or {}).get("metadata", {}).get("annotations") or {}).get(
+                CHECKPOINT_ANNOTATION
+            )
+
+        now = said(obj)
+        if not now:
+            self.checkpoints_seen.pop(key, None)
+        elif previous is None:
+            self.checkpoints_seen[key] = EPOCH
+        elif now != said(previous):
+            self.checkpoints_seen[key] = self.clock()
 
     def disruption_budgets(self) -> list[Budget]:
         """Every PodDisruptionBudget, parsed once per version."""

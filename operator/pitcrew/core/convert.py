@@ -66,10 +66,13 @@ def pod_view(
     *,
     slurmd: bool = False,
     namespace: str = "",
+    seen: Mapping[str, datetime.datetime] | None = None,
 ) -> PodView:
     """``checkpoints``: each training job's last checkpoint (``namespace/job``) as its
     rank 0 reports it; a pod of the job checkpointed then, though only rank 0 says so.
-    ``namespace``: the operator's, where its own Jobs' pods run (:func:`own_job`)."""
+    ``namespace``: the operator's, where its own Jobs' pods run (:func:`own_job`).
+    ``seen``: when the operator saw each pod's ``pitcrew.dev/checkpoint-at`` change, by
+    its own clock (the store's); without it, the annotation's time, the node's clock."""
     meta = pod.get("metadata", {})
     owners = meta.get("ownerReferences") or []
     controller = next((o for o in owners if o.get("controller")), owners[0] if owners else {})
@@ -100,7 +103,9 @@ def pod_view(
         probe=bool(own) and PROBE_LABEL in labels,
         slurmd=slurmd,
         checkpoint_at=_latest(
-            parse_time(annotations.get(CHECKPOINT_ANNOTATION)),
+            seen.get(object_key(pod))
+            if seen is not None
+            else parse_time(annotations.get(CHECKPOINT_ANNOTATION)),
             (checkpoints or {}).get(f"{meta.get('namespace', '')}/{job}") if job else None,
         ),
         job=job,
@@ -124,6 +129,7 @@ def node_view(
     *,
     slurmd: str = "",
     namespace: str = "",
+    seen: Mapping[str, datetime.datetime] | None = None,
 ) -> NodeView:
     """``slurmd``: the ``namespace/name`` of the pod that runs the node's slurmd;
     ``namespace``: the operator's, where its own Jobs' pods run (:func:`own_job`)."""
@@ -143,7 +149,7 @@ def node_view(
         ),
         ready=ready,
         pods=tuple(
-            pod_view(p, checkpoints, slurmd=slurmd == object_key(p), namespace=namespace)
+            pod_view(p, checkpoints, slurmd=slurmd == object_key(p), namespace=namespace, seen=seen)
             for p in pods
         ),
         gpus=gpu_capacity(node),

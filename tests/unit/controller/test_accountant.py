@@ -15,6 +15,7 @@ from pitcrew.api.vocabulary import JOB_LABEL, JOB_SIZE_LABEL, PROGRESS_ANNOTATIO
 from pitcrew.client.progress import encode
 from pitcrew.controller.accountant import Accountant
 from pitcrew.controller.store import Store
+from pitcrew.core.convert import EPOCH
 from pitcrew.core.job_ledger import Progress, RankTime
 from pitcrew.core.job_size import Owner
 from support.lifecycle_data import T0
@@ -416,15 +417,31 @@ def test_a_jobs_new_checkpoint_is_kept_and_wakes_its_suspect_nodes() -> None:
     store.put("gpunode", gpunode("acct-s7", suspect))
     woken: list[list[str]] = []
     accountant = Accountant(store, now=T0, wake=lambda nodes: woken.append(list(nodes)))
-    rank_0_reports(store, 1, saved=1)
+    rank_0_reports(store, 1)  # no checkpoint yet
     accountant.tick(T0 + datetime.timedelta(seconds=1, milliseconds=500))
-    assert store.job_checkpoints == {STRAGGLER_JOB: T0 + datetime.timedelta(seconds=1)}
+    assert store.job_checkpoints == {}
+    rank_0_reports(store, 2, saved=1)
+    seen = T0 + datetime.timedelta(seconds=2, milliseconds=500)
+    accountant.tick(seen)
+    # Dated when the operator saw it, not by the time the job's node wrote into it.
+    assert store.job_checkpoints == {STRAGGLER_JOB: seen}
     assert woken == [["acct-s7"]]
-    rank_0_reports(store, 2, saved=1)  # the same checkpoint again: no news
-    accountant.tick(T0 + datetime.timedelta(seconds=2, milliseconds=500))
+    rank_0_reports(store, 3, saved=1)  # the same checkpoint again: no news
+    accountant.tick(T0 + datetime.timedelta(seconds=3, milliseconds=500))
     assert woken == [["acct-s7"]]
     for key in list(store.pods):
         store.put("pod", store.pods[key], deleted=True)
-    accountant.tick(T0 + datetime.timedelta(seconds=3))
     accountant.tick(T0 + datetime.timedelta(seconds=4))
+    accountant.tick(T0 + datetime.timedelta(seconds=5))
     assert store.job_checkpoints == {}  # the job is over
+
+
+def test_a_checkpoint_the_job_had_when_first_seen_is_dated_before_any_take_out() -> None:
+    """After a restart the operator cannot know when a checkpoint it never saw change
+    was taken; the time in the report is the node's clock. It counts as old: a Suspect
+    node waits for the next one (at most checkpointMaxDelay)."""
+    store = straggler_fleet("acct-s8", "acct-s9")
+    accountant = Accountant(store, now=T0)
+    rank_0_reports(store, 1, saved=3600)  # a node clock an hour ahead
+    accountant.tick(T0 + datetime.timedelta(seconds=1, milliseconds=500))
+    assert store.job_checkpoints == {STRAGGLER_JOB: EPOCH}
