@@ -15,7 +15,8 @@ may still be working on it:
   again every few minutes, so installing it later needs no restart;
 - a 404 where the group is served, but not in :data:`VERSION`: a version no longer
   served. The requests last read are **kept**, and the policies' status says so
-  (condition ``MaintenanceRequests``) until a served version is read;
+  (condition ``MaintenanceRequests``) until a served version is read, asked again
+  every ``interval`` (most likely an upgrade in progress);
 - a 403 (the chart's role lacks it) or any other refusal: kept too, and said the same
   way; a transient error is only retried.
 """
@@ -135,7 +136,7 @@ class NodeMaintenances:
             f"{GROUP} serves {', '.join(versions) or 'no version'}, not {VERSION}, which "
             "this operator reads"
         )
-        return ABSENT_SECONDS
+        return self.interval  # an upgrade in progress, most likely: soon read again
 
     def _unreadable(self, why: str) -> None:
         """Said in the log and the policies' status; the requests last read are kept."""

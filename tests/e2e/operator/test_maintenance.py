@@ -181,6 +181,19 @@ def test_a_node_maintenance_version_no_longer_served_keeps_the_node_out_and_says
         assert "not v1beta1" in str(condition["message"])
         time.sleep(5)  # rounds after the listing failed: the window still holds
         assert fleet.phase(node) == "Maintenance"
+        # Served again: read again, said so, and the request's deletion ends the window.
+        serve({**old, "served": True})
+        eventually(
+            lambda: (c := said()) is not None and c["status"] == "True",
+            timeout=60,
+            what="MaintenanceRequests True again",
+        )
+        fleet.custom.delete_cluster_custom_object(group, version, "nodemaintenances", name)
+        fleet.wait_phase(node, "Healthy", timeout=90)
     finally:
         serve({**old, "served": True})
-        fleet.custom.delete_cluster_custom_object(group, version, "nodemaintenances", name)
+        try:
+            fleet.custom.delete_cluster_custom_object(group, version, "nodemaintenances", name)
+        except client.ApiException as error:
+            if error.status != 404:
+                raise
