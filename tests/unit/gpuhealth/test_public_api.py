@@ -124,7 +124,7 @@ def test_every_name_in_all_exists() -> None:
 
 def test_version_is_the_distributions() -> None:
     assert isinstance(gpuhealth.__version__, str)
-    assert gpuhealth.__version__ == importlib.metadata.version("pitcrew")
+    assert gpuhealth.__version__ == importlib.metadata.version(gpuhealth.distribution.DISTRIBUTION)
 
 
 def test_import_loads_neither_nvml_nor_torch() -> None:
