@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import yaml
@@ -22,6 +23,7 @@ from pitcrew.api.policy import GPUHealthPolicy, GPUHealthPolicySpec
 from pitcrew.simulate.compare import Comparison, compare
 from pitcrew.simulate.errors import SimulationInputError
 from pitcrew.simulate.mix import MIXES
+from pitcrew.simulate.realism import REALISTIC, SWEEPS, WORLDS, Realism, WorldKind, world
 from pitcrew.simulate.settings import (
     DEFAULTS,
     Contender,
@@ -125,6 +127,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=base.straggler_notice_delay,
         help="median time for a person to notice a slow job and find the node (12h)",
     )
+    parser.add_argument(
+        "--world",
+        choices=WORLDS,
+        default=base.world.value,
+        help="realistic: hangs, pod start at size, restart failures, snapshot stalls, rack "
+        "and leaf switch faults, late silent corruption, stragglers under the threshold, "
+        "contended spares; kind: none of them, the figures of earlier versions",
+    )
+    world_flags = parser.add_argument_group(
+        "the realistic world's numbers (docs/goodput.md cites each; default: the world's)"
+    )
+    for flag, kind, text in _REALISM_FLAGS:
+        world_flags.add_argument(flag, type=kind, help=text)
     parser.add_argument("--seed", type=int, default=base.seed)
     parser.add_argument(
         "--no-attribution", action="store_true", help="skip the per-lever runs (faster)"
@@ -139,6 +154,42 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--report", type=Path, help="write report.md and PNG plots (needs matplotlib)"
     )
+
+
+_REALISM_FLAGS = (
+    (
+        "--hang-share",
+        float,
+        f"share of GPU, network and software faults that hang ({REALISTIC.hang_share:g})",
+    ),
+    (
+        "--pod-start",
+        duration,
+        "time until the job's pods all run (default: the devcluster's at its size)",
+    ),
+    ("--restart-failure", float, f"share of restarts that fail ({REALISTIC.restart_failure:g})"),
+    (
+        "--snapshot-stall",
+        duration,
+        f"training stopped per asynchronous snapshot ({REALISTIC.snapshot_stall:g}s)",
+    ),
+    ("--sdc-detection", duration, "median time until silent corruption is found (1h; 0: at once)"),
+    (
+        "--spare-contention",
+        float,
+        f"share of spares other work had borrowed ({REALISTIC.spare_contention:g})",
+    ),
+)
+
+
+def realism_from(args: argparse.Namespace) -> Realism:
+    """The chosen world with the numbers set on the command line."""
+    chosen = world(WorldKind(args.world))
+    changes = {
+        flag[2:].replace("-", "_"): getattr(args, flag[2:].replace("-", "_"))
+        for flag, _, _ in _REALISM_FLAGS
+    }
+    return replace(chosen, **{k: v for k, v in changes.items() if v is not None})
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
@@ -162,6 +213,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         ticket_delay=args.ticket_delay,
         stragglers_per_node_year=args.stragglers_per_node_year,
         straggler_notice_delay=args.straggler_notice_delay,
+        realism=realism_from(args),
     )
 
 
@@ -219,6 +271,9 @@ def main(argv: list[str]) -> int:
             spares_curve=curve,
             target=args.target,
             warning_shares=WARNING_SWEEP if args.report is not None else (),
+            world_sweeps=SWEEPS
+            if args.report is not None and settings.world is WorldKind.REALISTIC
+            else (),
             progress=lambda name: err.print(f"simulating {name} ...", highlight=False),
         )
     except ValueError as error:
@@ -239,7 +294,8 @@ def render(comparison: Comparison, console: Console) -> None:
     settings = comparison.settings
     reference = comparison.reference
     console.print(
-        f"[bold]pitcrew simulate[/bold]: {settings.mix}, {settings.days:g} days, "
+        f"[bold]pitcrew simulate[/bold]: {settings.mix}, {settings.world} world, "
+        f"{settings.days:g} days, "
         f"{reference.job_nodes} of {settings.nodes} nodes x {settings.gpus_per_node} GPUs "
         f"for the job, seed {settings.seed}"
     )

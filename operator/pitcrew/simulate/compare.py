@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from pitcrew.api.meta import Duration
 from pitcrew.api.policy import GPUHealthPolicySpec
+from pitcrew.simulate.realism import Sweep, varied
 from pitcrew.simulate.run import Outcome, run
 from pitcrew.simulate.settings import (
     PEOPLE,
@@ -81,6 +82,9 @@ class Comparison:
     warning_curve: tuple[tuple[float, float, float], ...] = ()
     """(warning share, stock job goodput, first Pitcrew policy's job goodput): how the
     result depends on the share of faults that show a precursor before they crash."""
+    world_sweeps: tuple[tuple[Sweep, tuple[tuple[float, float, float], ...]], ...] = ()
+    """Per number of the realistic world: (value, stock job goodput, first Pitcrew
+    policy's job goodput) with that number varied and the rest held."""
 
     @property
     def reference(self) -> Outcome:
@@ -138,7 +142,18 @@ class Comparison:
                 {"warningShare": w, "stock": round(b, 6), "pitcrew": round(p, 6)}
                 for w, b, p in self.warning_curve
             ],
+            "worldSweeps": [
+                {
+                    "number": sweep.field,
+                    "values": [
+                        {"value": v, "stock": round(b, 6), "pitcrew": round(p, 6)}
+                        for v, b, p in points
+                    ],
+                }
+                for sweep, points in self.world_sweeps
+            ],
             "settings": {
+                "world": str(self.settings.world),
                 "nodes": self.settings.nodes,
                 "jobNodes": self.reference.job_nodes,
                 "gpusPerNode": self.settings.gpus_per_node,
@@ -156,9 +171,11 @@ class Comparison:
 
 
 REMEDIES = {
-    "wastedProgress": "checkpoint more often (the Young/Daly interval) or asynchronously",
+    "wastedProgress": "checkpoint more often (the Young/Daly interval) or asynchronously; "
+    "find silent corruption sooner",
     "recovery": "a faster restart (process start, NCCL init, checkpoint load: "
-    "--restart-cost) and earlier detection",
+    "--restart-cost; in place where the launcher can), hangs ended before the NCCL "
+    "watchdog, pods that start sooner, earlier detection",
     "waitingForCapacity": "hot spares (spares.count; the spares curve)",
     "checkpointing": "asynchronous checkpoints, or a longer interval",
 }
@@ -192,6 +209,7 @@ def compare(
     assumptions: Assumptions | None = None,
     target: float = 0.97,
     warning_shares: Iterable[float] = (),
+    world_sweeps: Iterable[Sweep] = (),
     progress: Callable[[str], None] = lambda _: None,
 ) -> Comparison:
     assumptions = assumptions or Assumptions()
@@ -221,11 +239,22 @@ def compare(
     if pitcrew:
         for share in warning_shares:
             progress(f"warning share {share:g}")
-            varied = settings.with_(warning_share=share)
-            baseline = run(varied, Contender(STOCK, None), assumptions)
-            policy = run(varied, pitcrew[0], assumptions)
+            shared = settings.with_(warning_share=share)
+            baseline = run(shared, Contender(STOCK, None), assumptions)
+            policy = run(shared, pitcrew[0], assumptions)
             sweep.append((share, baseline.job_goodput, policy.job_goodput))
-    return Comparison(settings, outcomes, levers, tuple(curve), target, tuple(sweep))
+    worlds: list[tuple[Sweep, tuple[tuple[float, float, float], ...]]] = []
+    if pitcrew:
+        for number in world_sweeps:
+            points: list[tuple[float, float, float]] = []
+            for value in number.values:
+                progress(f"{number.field} {value:g}")
+                at = settings.with_(realism=varied(settings.realism, number, value))
+                baseline = run(at, Contender(STOCK, None), assumptions)
+                policy = run(at, pitcrew[0], assumptions)
+                points.append((value, baseline.job_goodput, policy.job_goodput))
+            worlds.append((number, tuple(points)))
+    return Comparison(settings, outcomes, levers, tuple(curve), target, tuple(sweep), tuple(worlds))
 
 
 def _attribute(

@@ -291,6 +291,12 @@ class Operator:
         )
         self.mark(node)
 
+    def job_stalled(self) -> None:
+        """The job hangs: no node agent reports it, and Pitcrew has no rule in the loop
+        that reads a hang from the job's progress reports, so the job waits for the
+        NCCL watchdog here as on a stock cluster, unless a finding on one of its nodes
+        has Pitcrew drain it first (which restarts the job)."""
+
     def checkpointed(self) -> None:
         """The job's pods carry a new checkpoint time: a Suspect node may drain now."""
         for index in self.suspects:

@@ -30,6 +30,7 @@ healthy one's. What the pace costs is counted here (``slowed``).
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Protocol
@@ -37,6 +38,7 @@ from typing import Protocol
 from pitcrew.core.job_ledger import Cause, JobLedger, JobObservation, JobPod, Progress
 from pitcrew.simulate.clock import START, Clock, at
 from pitcrew.simulate.node import Node
+from pitcrew.simulate.realism import Restarts, pod_start
 from pitcrew.simulate.settings import Assumptions, Settings
 
 
@@ -75,6 +77,9 @@ class Hosts(Protocol):
     def checkpointed(self) -> None:
         """The pods' checkpoint annotation changed."""
 
+    def stalled(self) -> None:
+        """The job stopped making progress while its pods run (a hang)."""
+
 
 @dataclass
 class Totals:
@@ -88,6 +93,12 @@ class Totals:
     """(day, ledger seconds so far, checkpointing so far) at each day's end."""
     straggling: float = 0.0
     """Seconds the job trained at a straggler's pace (a rank on a slow node)."""
+    rolled_back: float = 0.0
+    """Seconds of training the ledger had credited at checkpoints and the job threw away
+    by restarting from an older one (silent data corruption found late): wasted
+    progress the ledger cannot see, since it never takes time back."""
+    hangs: int = 0
+    """Times the job hung (progress stopped while its pods ran)."""
     slowed: float = 0.0
     """Of the training kept (not thrown away by a crash: that time is wasted progress
     already), the seconds that made no progress a healthy job would not have made in
@@ -110,11 +121,12 @@ class Job:
         self.steps_per_checkpoint = max(1, round(settings.checkpoint_interval / self.step))
         self.cost = settings.checkpoint_cost
         self.blocking = not settings.async_checkpoint
-        self.restart_cost = settings.restart_cost
-        self.termination = assumptions.pod_termination
-        self.watchdog = assumptions.watchdog
-        self.ledger = JobLedger(last=START)
-        self.totals = Totals()
+        self.pod_start = pod_start(settings.realism, size)
+        """Seconds from the pods created to the last of them running."""
+        self.restarts = Restarts(settings.realism, cost=settings.restart_cost, seed=settings.seed)
+        self.stall = settings.realism.snapshot_stall if settings.async_checkpoint else 0.0
+        self.termination, self.watchdog = assumptions.pod_termination, assumptions.watchdog
+        self.ledger, self.totals = JobLedger(last=START), Totals()
         self._state = State.DOWN
         self.pace = 1.0
         """The slowest rank's step time over a healthy one's."""
@@ -147,6 +159,12 @@ class Job:
         """Progress, as of time ``anchor``: ``anchor_step`` steps done and ``anchor_part``
         of the next; the last of those steps was done at ``anchor_done``."""
         self.checkpoint_step, self.checkpoint_stamp, self.checkpoint_at = 0, 0.0, 0.0
+        self.history: list[tuple[float, int, float]] = [(0.0, 0, 0.0)]
+        """Every durable checkpoint: (stamp, step, running time at the stamp), by stamp."""
+        self.hung_since: float | None = None
+        """When the job's progress stopped while its pods run; None unless it hangs."""
+        self.pods_up = False
+        """The pods run (after their start, until they stop)."""
         self.measure_at_checkpoint = True
         self.stop_after_checkpoint = False
 
@@ -243,8 +261,9 @@ class Job:
             self._stop_pods()
             self._tick()
             self.totals.crashes += not planned
-        else:
+        elif self.pods_up:
             self._stop_pods()
+        self.hung_since = None
         self.state = State.DOWN
         self.slow_lost += self.slow_work - self.slow_saved
         self.slow_saved = self.slow_work
@@ -254,6 +273,8 @@ class Job:
         self.relaunch()
 
     def hang(self) -> None:
+        """Progress stops while every pod runs, until the NCCL watchdog crashes the job
+        (or someone restarts it first: :meth:`crash`)."""
         if not self.training:
             return
         self._freeze()
@@ -261,6 +282,23 @@ class Job:
         self.epoch += 1
         self.due.clear()
         self.clock.after(self.watchdog, self._watchdog, self.epoch)
+        if self.hung_since is None:
+            self.hung_since = self.clock.now
+            self.totals.hangs += 1
+            self.hosts.stalled()
+
+    def roll_back(self, before: float) -> None:
+        """Silent corruption found: the job must restart from its last checkpoint taken
+        before ``before`` (when the corruption began), past the checkpoints since. The
+        ledger credited the training up to those as productive and never takes time
+        back, so what they held is counted here (``rolled_back``)."""
+        index = bisect.bisect_left(self.history, (before,)) - 1
+        stamp, step, trained = self.history[max(index, 0)]
+        if step >= self.checkpoint_step:
+            return
+        self.totals.rolled_back += self.history[-1][2] - trained
+        del self.history[max(index, 0) + 1 :]
+        self.checkpoint_step, self.checkpoint_stamp = step, stamp
 
     def planned_stop(self) -> None:
         """A planned interruption: the job stops right after its next checkpoint."""
@@ -280,9 +318,10 @@ class Job:
             return  # crash-looping on a broken node until someone takes it away
         self.set_short(0)
         self.state = State.STARTING
-        self._pods_running()
-        self._tick()
-        self.clock.after(self.restart_cost, self._resume, self.epoch)
+        if self.pod_start > 0:
+            self.clock.after(self.pod_start, self._started, self.epoch)
+        else:
+            self._started(self.epoch)
 
     def day(self, index: int) -> None:
         self._tick()
@@ -309,6 +348,20 @@ class Job:
                 self.hosts.release(node)
         self.hosts.fill(self)
         self.try_start()
+
+    def _started(self, epoch: int) -> None:
+        """Every pod runs: the restart (process start, NCCL initialisation, checkpoint
+        load) takes its time, and a share of restarts fail at its end."""
+        if epoch != self.epoch or self.state is not State.STARTING:
+            return
+        self._pods_running()
+        self._tick()
+        took, fails = self.restarts.next()
+        self.clock.after(took, self._restart_failed if fails else self._resume, epoch)
+
+    def _restart_failed(self, epoch: int) -> None:
+        if epoch == self.epoch and self.state is State.STARTING:
+            self.crash()
 
     def _watchdog(self, epoch: int) -> None:
         if epoch == self.epoch and self.state is State.HUNG:
@@ -361,22 +414,40 @@ class Job:
             self._tick()  # two reports within one stretch of training: the step time
         step = self._step_now()
         slow = self._slow_work_now()
+        kept = (slow, self.trained)
         if self.blocking:
             self._freeze()
             self.state = State.PAUSED
-            self.clock.after(self.cost, self._durable, epoch, step, now + self.cost, slow)
+            self.clock.after(self.cost, self._durable, epoch, step, now + self.cost, kept)
+        elif self.stall > 0:
+            # Training stops while the state is copied to host memory; the write goes
+            # on behind it.
+            self._freeze()
+            self.state = State.PAUSED
+            self.clock.after(self.cost, self._durable, epoch, step, now, kept)
+            self.clock.after(self.stall, self._unstalled, epoch, step)
         else:
-            self.clock.after(self.cost, self._durable, epoch, step, now, slow)
+            self.clock.after(self.cost, self._durable, epoch, step, now, kept)
             self._next_checkpoint(epoch, step)
 
-    def _durable(self, epoch: int, step: int, stamp: float, slow: float) -> None:
+    def _unstalled(self, epoch: int, step: int) -> None:
+        if epoch != self.epoch or self.state is not State.PAUSED:
+            return
+        self.totals.checkpointing += self.stall
+        self.state = State.RUNNING
+        self._anchor_at(step)
+        self._next_checkpoint(epoch, step)
+
+    def _durable(self, epoch: int, step: int, stamp: float, kept: tuple[float, float]) -> None:
         """The checkpoint is on storage. ``stamp``: the time training restarts from
         (the end of a blocking checkpoint; the snapshot of an asynchronous one);
-        ``slow``: the slowed work up to it, now kept."""
+        ``kept``: the slowed work and the running time up to it."""
+        slow, trained = kept
         if epoch != self.epoch:
             return
         now = self.clock.now
         self.checkpoint_step, self.checkpoint_stamp, self.checkpoint_at = step, stamp, now
+        self.history.append((stamp, step, trained))
         self.slow_saved = slow
         if self.blocking:
             self.totals.checkpointing += self.cost
@@ -454,11 +525,13 @@ class Job:
         )
 
     def _pods_running(self) -> None:
+        self.pods_up = True
         now = at(self.clock.now)
         self.pods = [replace(p, running=True, started_at=now, stopped_at=None) for p in self.pods]
 
     def _stop_pods(self) -> None:
         """Every container exits (the launcher restarts them): a restart each."""
+        self.pods_up = False
         now = at(self.clock.now)
         self.pods = [
             replace(p, running=False, restarts=p.restarts + 1, stopped_at=now) for p in self.pods

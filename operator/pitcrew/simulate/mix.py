@@ -36,11 +36,12 @@ assumptions (docs/goodput.md).
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import IntEnum, StrEnum
 
 from gpuhealth.report import FaultClass
 from pitcrew.simulate import timing
+from pitcrew.simulate.realism import KIND, Realism
 from pitcrew.simulate.timing import DAY, LogNormal
 
 LLAMA3_DAYS = 54.0
@@ -59,6 +60,13 @@ class Shows(StrEnum):
 
 
 NODE_SHOWS = frozenset({Shows.GPU, Shows.HOST, Shows.MAINTENANCE, Shows.SILENT, Shows.SLOW})
+MAY_HANG = frozenset({Shows.GPU, Shows.JOB})
+"""GPU, network and software faults: in the realistic world a share of them hang the
+job instead of crashing it (:attr:`.realism.Realism.hang_share`)."""
+RACK_KIND = "power supply"
+"""The class a rack's power fault (its PDU or power shelf) is counted under."""
+LEAF_KIND = "network switch/cable"
+"""The class a leaf switch's fault is counted under."""
 
 
 class Depth(IntEnum):
@@ -212,6 +220,16 @@ class Fault:
     slowdown: float = 1.0
     """A straggler's step time over a healthy one's, with this node in the job (drawn
     with the fault: every policy meets the same straggler); 1 for every other class."""
+    hangs: bool = False
+    """The job hangs instead of crashing (the realistic world's ``hang_share``)."""
+    group: tuple[int, ...] = ()
+    """Every node a rack or leaf switch fault takes at once (this one among them);
+    empty for a fault of one node."""
+    idle: float = 0.0
+    """A uniform draw: the fault strikes a node that runs nothing only if it is below
+    the world's ``idle_fault_share`` (drawn with the fault, the same for every policy)."""
+    late_z: float = 0.0
+    """A standard normal draw for how late silent data corruption is found."""
 
 
 @dataclass(frozen=True)
@@ -228,6 +246,9 @@ class Exposure:
     """Straggler faults per node-second (:data:`STRAGGLER`); 0: none."""
     slowdown: tuple[float, float] = (1.2, 2.0)
     """A straggler's slowdown is drawn uniformly from this range."""
+    realism: Realism = KIND
+    """Hangs and rack or leaf switch faults (the realistic world); :data:`.realism.KIND`:
+    none, and no draw for them, so the kind world's faults are what they were."""
 
 
 def schedule(the_mix: Mix, exposure: Exposure, *, seed: int) -> list[Fault]:
@@ -258,10 +279,39 @@ def schedule(the_mix: Mix, exposure: Exposure, *, seed: int) -> list[Fault]:
     for fault in _arrivals(f"{seed}:planned", planned, float(exposure.job_nodes), None, exposure):
         fault.planned = True
         faults.append(fault)
+    faults += _groups(faults, exposure)
     faults.sort(key=lambda f: (f.onset, f.node if f.node is not None else -1))
     for index, fault in enumerate(faults):
         fault.id = index
     return faults
+
+
+def _groups(faults: list[Fault], exposure: Exposure) -> list[Fault]:
+    """The other nodes of each rack or leaf switch fault: the same fault at the same
+    instant on every node of the group, with the same luck (delays, depth)."""
+    out: list[Fault] = []
+    for fault in faults:
+        origin = fault.node
+        for member in fault.group:
+            if member != origin:
+                rng = random.Random(f"{origin}:{fault.onset}:{member}")  # noqa: S311
+                out.append(replace(fault, node=member, rng=rng))
+    return out
+
+
+def _group(kind: FaultKind, node: int | None, draw: float, exposure: Exposure) -> tuple[int, ...]:
+    """The nodes a fault of ``kind`` on ``node`` takes, if it is a rack's power or a
+    leaf switch (a share of its class, drawn with ``draw``)."""
+    realism = exposure.realism
+    size = 0
+    if kind.name == RACK_KIND and draw < realism.rack_share:
+        size = realism.rack_nodes
+    elif kind.name == LEAF_KIND and draw < realism.leaf_share:
+        size = realism.leaf_nodes
+    if node is None or size <= 1:
+        return ()
+    first = node - node % size
+    return tuple(range(first, min(first + size, exposure.nodes)))
 
 
 def lemon_nodes(exposure: Exposure, *, seed: int) -> frozenset[int]:
@@ -281,6 +331,7 @@ def _arrivals(
     if total <= 0:
         return []
     rng = random.Random(stream)  # noqa: S311
+    realistic = exposure.realism != KIND
     out: list[Fault] = []
     t = rng.expovariate(total)
     while t < exposure.seconds:
@@ -290,20 +341,33 @@ def _arrivals(
         depth = Depth.NONE
         if any(kind.depth):
             depth = Depth(rng.choices((1, 2, 3, 4), weights=kind.depth)[0])
-        out.append(
-            Fault(
-                id=0,
-                kind=kind,
-                node=node,
-                onset=t,
-                crash=t + lead,
-                warned=warned,
-                depth=depth,
-                gpu=rng.randrange(exposure.gpus_per_node),
-                rng=random.Random(f"{stream}:{len(out)}"),  # noqa: S311
-                z=(rng.gauss(0.0, 1.0), rng.gauss(0.0, 1.0), rng.gauss(0.0, 1.0)),
-                slowdown=rng.uniform(*exposure.slowdown) if kind.shows is Shows.SLOW else 1.0,
-            )
+        fault = Fault(
+            id=0,
+            kind=kind,
+            node=node,
+            onset=t,
+            crash=t + lead,
+            warned=warned,
+            depth=depth,
+            gpu=rng.randrange(exposure.gpus_per_node),
+            rng=random.Random(f"{stream}:{len(out)}"),  # noqa: S311
+            z=(rng.gauss(0.0, 1.0), rng.gauss(0.0, 1.0), rng.gauss(0.0, 1.0)),
+            slowdown=rng.uniform(*exposure.slowdown) if kind.shows is Shows.SLOW else 1.0,
         )
+        if realistic:
+            _realistic(fault, random.Random(f"{stream}:{len(out)}:world"), exposure)  # noqa: S311
+        out.append(fault)
         t += rng.expovariate(total)
     return out
+
+
+def _realistic(fault: Fault, rng: random.Random, exposure: Exposure) -> None:
+    """The realistic world's draws for a fault, from a stream of their own, so that the
+    fault's own (its kind, onset, depth, delays) are the kind world's."""
+    kind = fault.kind
+    fault.hangs = kind.shows in MAY_HANG and rng.random() < exposure.realism.hang_share
+    fault.group = _group(kind, fault.node, rng.random(), exposure)
+    if fault.group:
+        fault.depth = Depth.HARDWARE  # the switch or the rack's power, not the node
+    fault.idle = rng.random()
+    fault.late_z = rng.gauss(0.0, 1.0)

@@ -131,7 +131,8 @@ def markdown(comparison: Comparison, plots: list[str]) -> str:
     lines = [
         "# pitcrew simulate report",
         "",
-        f"Mix `{settings.mix}`, {settings.days:g} days, seed {settings.seed}: a job on "
+        f"Mix `{settings.mix}`, the {settings.world} world, {settings.days:g} days, "
+        f"seed {settings.seed}: a job on "
         f"{reference.job_nodes} of {settings.nodes} nodes ({settings.gpus_per_node} GPUs "
         f"each), step {settings.step_time:g} s, a checkpoint every "
         f"{settings.checkpoint_interval / 60:g} min costing {settings.checkpoint_cost:g} s "
@@ -183,6 +184,16 @@ def markdown(comparison: Comparison, plots: list[str]) -> str:
         lines += [
             f"| {w:g} | {b * 100:.2f} % | {p * 100:.2f} % |" for w, b, p in comparison.warning_curve
         ]
+        lines.append("")
+    for sweep, points in comparison.world_sweeps:
+        lines += [
+            f"Sensitivity to the {sweep.label} (job goodput; the realistic world's other "
+            "numbers held):",
+            "",
+            f"| {sweep.field} | stock | {reference.name} |",
+            "|---:|---:|---:|",
+        ]
+        lines += [f"| {v:g} | {b * 100:.2f} % | {p * 100:.2f} % |" for v, b, p in points]
         lines.append("")
     gap = gap_lines(comparison)
     if gap:

@@ -81,6 +81,8 @@ class Outcome:
     """Shares of job wall time, by :data:`BADPUT` category."""
     interruptions: int
     """Times the job stopped: crashes, hangs, evictions and planned stops."""
+    hangs: int
+    """Times the job hung (progress stopped while its pods ran) before it stopped."""
     crashes: int
     """Interruptions that threw progress away (all but planned stops)."""
     node_fault_interruptions: int
@@ -114,6 +116,7 @@ class Outcome:
             "fleetGoodput": round(self.fleet_goodput, 6),
             "badput": {k: round(v, 6) for k, v in self.badput.items()},
             "interruptions": self.interruptions,
+            "hangs": self.hangs,
             "crashes": self.crashes,
             "faults": self.faults,
             "jobNodes": self.job_nodes,
@@ -145,7 +148,8 @@ def run(
         lemons=settings.lemons,
         lemon_factor=settings.lemon_factor,
         stragglers=settings.stragglers_per_node_year / YEAR,
-        slowdown=assumptions.straggler_slowdown,
+        slowdown=(settings.realism.straggler_floor, assumptions.straggler_slowdown[1]),
+        realism=settings.realism,
     )
     faults = schedule(mix(settings.mix, node_mtbf=settings.node_mtbf), exposure, seed=settings.seed)
     clock = Clock()
@@ -261,13 +265,14 @@ def _outcome(
     wall = sum(seconds.values()) or settings.seconds
     down = seconds.get(RECOVERY, 0.0) + seconds.get(WAITING, 0.0)
     capacity = min(totals.capacity, down)
+    rolled_back = totals.rolled_back  # credited productive by the ledger, then thrown away
     badput = {
-        "wastedProgress": seconds.get(WASTED, 0.0) / wall,
+        "wastedProgress": (seconds.get(WASTED, 0.0) + rolled_back) / wall,
         "recovery": (down - capacity) / wall,
         "waitingForCapacity": capacity / wall,
         "checkpointing": totals.checkpointing / wall,
     }
-    training = seconds.get(PRODUCTIVE, 0.0) - totals.checkpointing
+    training = seconds.get(PRODUCTIVE, 0.0) - totals.checkpointing - rolled_back
     goodput = training / wall
     stragglers = Stragglers(
         faults=world.stragglers,
@@ -284,6 +289,7 @@ def _outcome(
         fleet_goodput=fleet.goodput,
         badput=badput,
         interruptions=sum(totals.interruptions.values()),
+        hangs=totals.hangs,
         crashes=totals.crashes,
         node_fault_interruptions=totals.interruptions.get("nodeFault", 0),
         faults=world.struck,

@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass, replace
 
 from pitcrew.api.policy import GPUHealthPolicySpec
+from pitcrew.simulate.realism import KIND, REALISTIC, Realism, WorldKind
 from pitcrew.simulate.timing import HOUR, MINUTE
 
 HEADROOM = 0.03
@@ -73,6 +74,14 @@ class Settings:
     """Median time for a person to notice that the job runs slow and find the node: a
     slow job crashes nothing, so it shows only on a throughput dashboard, and finding
     the one slow node of thousands takes per-rank timings or a bisection."""
+    realism: Realism = REALISTIC
+    """How unkind the world is (``--world``; :mod:`.realism`)."""
+
+    @property
+    def world(self) -> WorldKind:
+        """``kind`` only when every kindness is back; any realistic figure makes the
+        world realistic."""
+        return WorldKind.KIND if self.realism == KIND else WorldKind.REALISTIC
 
     @property
     def seconds(self) -> float:

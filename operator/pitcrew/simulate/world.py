@@ -40,7 +40,11 @@ from pitcrew.simulate.job import Job
 from pitcrew.simulate.mix import Fault, Shows
 from pitcrew.simulate.node import Node, Stage
 from pitcrew.simulate.settings import Assumptions, Settings
-from pitcrew.simulate.timing import MAINTENANCE
+from pitcrew.simulate.timing import MAINTENANCE, spread
+
+SDC_SPREAD = 4.0
+"""Late silent corruption's 90th percentile is four times its median (a numerics check
+may run daily, a loss spike shows within hours)."""
 
 JOB_NAME = "llm"
 TRAINING_NAMESPACE = "train"
@@ -80,6 +84,11 @@ class OperatorPort(Protocol):
 
     def rejoin(self, node: Node) -> None:
         """The node comes back as a new Node."""
+
+    def job_stalled(self) -> None:
+        """The job's progress stopped while its pods run (:attr:`Job.hung_since`): a hang,
+        which ends at the NCCL watchdog unless the operator restarts the job first
+        (:meth:`Job.crash`)."""
 
 
 class PeoplePort(Protocol):
@@ -154,6 +163,13 @@ class World:
         """Of those, stragglers."""
         self.slow: set[int] = set()
         """Nodes with an active straggler."""
+        self.realism = settings.realism
+        self.contention = random.Random(f"{settings.seed}:contention")  # noqa: S311
+        self.borrowed: dict[int, bool] = {}
+        """Reserved spares seen, and whether other work had borrowed each (its reclaim
+        still under way); forgotten when the reservation ends."""
+        self.idle_masked = 0
+        """Faults dropped because they struck a node that ran nothing."""
 
     # -- what the core sees ---------------------------------------------------------------
 
@@ -246,6 +262,10 @@ class World:
         if self.operator is not None:
             self.operator.checkpointed()
 
+    def stalled(self) -> None:
+        if self.operator is not None:
+            self.operator.job_stalled()
+
     def fill(self, job: Job) -> None:
         """Place the job's ranks without a node: a free node at once, one running other
         work after the reclaim delay, else wait."""
@@ -293,11 +313,7 @@ class World:
                 if self.job.down and not self.keeps(node):
                     self.job.relaunch()
             return
-        if node.view.has_taint(RESERVED_TAINT) and self.usable(node, job=True):
-            self.reserved.add(i)
-            if self.job.down:
-                self.fill(self.job)
-                self.job.try_start()
+        if self._reserved_spare(node):
             return
         if not usable or node.reclaimed_for is not None:
             return
@@ -316,6 +332,39 @@ class World:
         else:
             node.other = True
             self.taken.add(i)
+
+    def _reserved_spare(self, node: Node) -> bool:
+        """A spare reserved for the job, free: the job's waiting pod lands there at once
+        (unless other work had borrowed it). False: not a reserved spare that is usable."""
+        if not node.view.has_taint(RESERVED_TAINT):
+            self.borrowed.pop(node.index, None)
+            return False
+        if not self.usable(node, job=True) or self._borrowed(node):
+            return False
+        self.reserved.add(node.index)
+        if self.job.down:
+            self.fill(self.job)
+            self.job.try_start()
+        return True
+
+    def _borrowed(self, node: Node) -> bool:
+        """Whether other work had borrowed this reserved spare and still holds it: the
+        first time the reservation is seen, a share of spares (``spare_contention``)
+        were borrowed, and the job's pod lands only after the reclaim."""
+        share = self.realism.spare_contention
+        if share <= 0:
+            return False
+        i = node.index
+        if i not in self.borrowed:
+            self.borrowed[i] = self.contention.random() < share
+            if self.borrowed[i]:
+                self.clock.after(self.settings.reclaim_delay, self._given_back, node)
+        return self.borrowed[i]
+
+    def _given_back(self, node: Node) -> None:
+        if self.borrowed.get(node.index):
+            self.borrowed[node.index] = False
+            self.refresh(node)
 
     def _verifying(self, node: Node) -> bool:
         verification = node.status.verification
@@ -380,7 +429,7 @@ class World:
         if fault.node is None:
             if fault.planned:
                 job.planned_stop()
-            elif fault.kind.shows is Shows.HANG:
+            elif fault.kind.shows is Shows.HANG or fault.hangs:
                 job.hang()
             else:
                 job.crash()
@@ -389,6 +438,9 @@ class World:
         thinned = node.thinning < 1.0 and fault.rng.random() >= node.thinning
         if node.fault is not None or node.away or thinned:
             self.masked += 1
+            return
+        if fault.idle >= self.realism.idle_fault_share and not self._runs_work(node):
+            self.idle_masked += 1
             return
         self.struck += 1
         node.fault = fault
@@ -403,26 +455,51 @@ class World:
         else:
             self.crash(node, fault)
 
+    @staticmethod
+    def _runs_work(node: Node) -> bool:
+        """The job, other work or a probe runs on it: the fault rates are per hour of
+        work (Llama 3's are per hour of a node running the job)."""
+        return node.job or node.other or bool(node.probe) or node.reclaimed_for is not None
+
     def crash(self, node: Node, fault: Fault) -> None:
         """The fault takes the node's GPUs (or the host) down: the job, if it is there,
         crashes, and cannot run there until the node is repaired or left."""
         if node.fault is not fault or node.stage is Stage.ACTIVE:
             return
         node.stage = Stage.ACTIVE
+        shows = fault.kind.shows
+        if shows is Shows.SILENT and self.realism.sdc_detection > 0:
+            late = spread(self.realism.sdc_detection, SDC_SPREAD).at(fault.late_z)
+            self.clock.after(late, self._corruption_found, node, fault, self.clock.now, node.job)
+            return
         self.blocking.add(node.index)
         node.gpu_unhealthy = self.device_plugin and fault.kind.device_plugin_sees
         if node.gpu_unhealthy:
             self.refresh(node)  # free or running other work: no whole-node pod lands now
-        shows = fault.kind.shows
         if shows in (Shows.HOST, Shows.MAINTENANCE):
             self.down(node)
-        if node.job:
+        if node.job and fault.hangs and self.job.training:
+            self.job.hang()  # its pods run on; the agent may still see the fault
+        elif node.job:
             self.job.crash()
         if self.operator is not None and shows is Shows.GPU:
             self.operator.agent_sees(node, fault)
         if shows is Shows.MAINTENANCE:
             self.clock.after(MAINTENANCE.draw(fault.rng), self._maintained, node, fault)
         elif self.people is not None:
+            self.people.struck(node, fault)
+
+    def _corruption_found(self, node: Node, fault: Fault, began: float, on_job: bool) -> None:
+        """Silent corruption shows at last (a loss spike, a numerics check): the job, if
+        it ran on the node when the corruption began, restarts from its last checkpoint
+        from before then; the node can no longer take it, and a person finds it."""
+        if node.fault is not fault:
+            return
+        self.blocking.add(node.index)
+        if on_job:
+            self.job.roll_back(began)
+            self.job.crash()
+        if self.people is not None:
             self.people.struck(node, fault)
 
     def _slows(self, node: Node, fault: Fault) -> None:

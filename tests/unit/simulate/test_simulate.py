@@ -19,6 +19,7 @@ import pytest
 from pitcrew.simulate.command import spares_curve
 from pitcrew.simulate.compare import compare, gap, young_daly
 from pitcrew.simulate.mix import LLAMA3_DAYS, LLAMA3_NODES, mix
+from pitcrew.simulate.realism import KIND
 from pitcrew.simulate.run import BADPUT, run
 from pitcrew.simulate.settings import (
     DEFAULTS,
@@ -64,6 +65,7 @@ def test_the_exponential_case_agrees_with_the_analytic_expectation() -> None:
         restart_cost=10 * MINUTE,
         seed=5,
         stragglers_per_node_year=0.0,  # Daly's model knows no slow nodes
+        realism=KIND,  # nor hangs, pod start times, failed restarts
     )
     contender = _with_spares(8)
     assumptions = Assumptions()
@@ -148,8 +150,9 @@ def test_the_device_plugin_keeps_the_job_off_a_gpu_with_a_fatal_xid() -> None:
 def test_a_spare_is_reserved_for_the_job_and_takes_its_pod_without_the_reclaim() -> None:
     """A node of the job taken out reserves a spare for the job, as the operator does:
     the job's recreated pod lands there at once instead of taking a node back from
-    other work (5 minutes), even when it had begun to."""
-    settings = Settings(nodes=264, days=30, seed=5)
+    other work (5 minutes), even when it had begun to (unless other work had borrowed
+    the spare, or a leaf switch took more nodes than the pool holds: the kind world)."""
+    settings = Settings(nodes=264, days=30, seed=5, realism=KIND)
     without, held = run(settings, _with_spares(0)), run(settings, _with_spares(4))
     assert held.records.get("SpareReserved", 0) > 0
     assert held.badput["waitingForCapacity"] < without.badput["waitingForCapacity"] / 3
@@ -160,7 +163,11 @@ def test_meta_like_settings_land_near_their_published_90_percent() -> None:
     # days) with automated detection and restarts. The same job here, with
     # asynchronous checkpoints every 10 minutes, a 5-minute restart and 16 spares
     # (docs/benchmarks.md has the figure): near 90 %, far above a job nobody watches.
+    # The kind world: the realistic one adds what Meta's figure does not break down
+    # (hangs, pod start, failed restarts, leaf switches), and lands lower
+    # (docs/benchmarks.md says how much and why).
     settings = Settings(
+        realism=KIND,
         days=LLAMA3_DAYS,
         checkpoint_interval=10 * MINUTE,
         checkpoint_cost=MINUTE,
