@@ -18,6 +18,7 @@ from pitcrew.api.policy import RemediationAction
 from pitcrew.api.settings import LeaderSettings, OperatorSettings
 from pitcrew.api.vocabulary import GPU_RESOURCE
 from pitcrew.controller.executor import Executor as PlanExecutor
+from pitcrew.controller.lanes import Pool
 from pitcrew.controller.policy_status import PolicyStatusWriter
 from pitcrew.controller.rounds import RoundLoop
 from pitcrew.controller.slurm import SlurmWatch
@@ -50,22 +51,35 @@ class InlinePool(Executor):
             future.set_exception(error)
         return future
 
+    submit_first = submit
+
 
 class HeldPool(Executor):
-    """Holds submitted calls until :meth:`release`: plans stay in flight."""
+    """Holds submitted calls until :meth:`release`: plans stay in flight. A release
+    runs the first lane's calls (cordons) before the others, as
+    :class:`~pitcrew.controller.lanes.Lanes` does with work that waits."""
 
     def __init__(self) -> None:
         self.held: list[tuple[Future[Any], Callable[[], Any]]] = []
+        self.held_first: list[tuple[Future[Any], Callable[[], Any]]] = []
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
         future: Future[Any] = Future()
         self.held.append((future, lambda: fn(*args, **kwargs)))
         return future
 
+    def submit_first(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        self.held_first.append((future, lambda: fn(*args, **kwargs)))
+        return future
+
     def release(self) -> None:
-        held, self.held = self.held, []
-        for future, call in held:
-            future.set_result(call())
+        """Run what is held, first lane first, and what those calls submit after it,
+        until nothing is held."""
+        while self.held_first or self.held:
+            held, self.held_first, self.held = [*self.held_first, *self.held], [], []
+            for future, call in held:
+                future.set_result(call())
 
 
 class FakeCluster:
@@ -277,7 +291,7 @@ class Shell:
         *,
         nodes: dict[str, GPUNodeStatus | None],
         policy: Object,
-        pool: Executor | None = None,
+        pool: Pool | None = None,
         remediator_fails: str | None = None,
         dry_run: bool = False,
         now: datetime.datetime = T0,

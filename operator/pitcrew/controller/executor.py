@@ -1,18 +1,19 @@
 """Carry out one node's plan: actions become API calls, then the status is written.
 
 Runs on a worker thread, one plan per node at a time (the round loop keeps a
-node with a plan in flight out of the next rounds). Order of writes:
-actions first, status second, so a crash in between repeats idempotent
-actions rather than skipping them. The exception is a remediation: its
-intent (action, step, attempt, key) is written *before* the remediator is
-called, so a new leader never starts a new rung where one was begun. The
-rung it finds, it resumes if the rung is idempotent for its key (a reset Job
-by name, a webhook by Idempotency-Key): the old leader may have died, or lost
-the apiserver, between the intent and the call, and a start the API never saw
-must not wait out the rung's timeout (the chaos suite's apiserver restarts
-found exactly that). A reboot is not repeated: its evidence or its timeout
-decides. Remediators (slow peers: BMCs, webhooks) run on a
-pool of their own, so a BMC that takes a minute never delays the next cordon.
+node with a plan in flight out of the next rounds). Order of writes: the cordon
+first (:meth:`Executor.cordon_first`, on the workers' first lane,
+:mod:`pitcrew.controller.lanes`), the other actions next, status last, so a
+crash in between repeats idempotent actions rather than skipping them. The
+exception is a remediation: its intent (action, step, attempt, key) is written
+*before* the remediator is called, so a new leader never starts a new rung where
+one was begun. The rung it finds, it resumes if the rung is idempotent for its
+key (a reset Job by name, a webhook by Idempotency-Key): the old leader may have
+died, or lost the apiserver, between the intent and the call, and a start the
+API never saw must not wait out the rung's timeout (the chaos suite's apiserver
+restarts found exactly that). A reboot is not repeated: its evidence or its
+timeout decides. Remediators (slow peers: BMCs, webhooks) run on a pool of their
+own, so a BMC that takes a minute never delays the next cordon.
 
 Dry run (global flag or per policy) executes nothing against Nodes, Pods,
 Jobs or remediators; it records each would-be action once as an Event and
@@ -27,7 +28,7 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor as Pool
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import assert_never
 
 from pitcrew.api.errors import PitcrewError
@@ -47,7 +48,7 @@ from pitcrew.core.node_edits import NodeAction
 from pitcrew.core.port_types import Backoff
 from pitcrew.core.views import PolicyView
 from pitcrew.kube import gpunodes, jobs
-from pitcrew.kube.events import gpunode_ref, node_ref
+from pitcrew.kube.events import node_ref
 from pitcrew.remediators import RemediationError, RemediationRequest, Remediator
 from pitcrew.slurm.control import SlurmError
 
@@ -247,7 +248,23 @@ class Executor:
 
     # -- a plan ---------------------------------------------------------------------------
 
+    def cordon_first(self, plan: Plan) -> Plan | None:
+        """Carry out the plan's cordon alone (:func:`pitcrew.core.actions.cordon_first`);
+        the rest of the plan, to :meth:`execute` after it, or None when the cordon
+        failed (the node is decided again, with backoff, as after a failed plan)."""
+        cordons, rest = a.cordon_first(plan.decision.actions)
+        if not cordons or plan.dry_run:
+            return plan
+        first = replace(plan, decision=replace(plan.decision, actions=cordons))
+        if not self._carry_out(first, write_status=False):
+            return None
+        return replace(plan, decision=replace(plan.decision, actions=rest))
+
     def execute(self, plan: Plan) -> None:
+        self._carry_out(plan, write_status=True)
+
+    def _carry_out(self, plan: Plan, *, write_status: bool) -> bool:
+        """The plan's actions, then (``write_status``) its status; whether all went."""
         status = plan.decision.status
         try:
             self._still_leading(plan.node)
@@ -257,6 +274,8 @@ class Executor:
             for action in plan.decision.actions:
                 self._still_leading(plan.node)
                 status = self._perform(plan, action, status)
+            if not write_status:
+                return True
             self._still_leading(plan.node)
             self._write_status(plan.node, status)
             self._say_evicted(plan.node)
@@ -265,7 +284,7 @@ class Executor:
             # or the election ends the process and a standby decides afresh.
             logger.warning("%s", error)
             self.requeue(plan.node, RETRY_FIRST)
-            return
+            return False
         except Exception:
             metrics.RECONCILE_ERRORS.inc()
             with self._lock:
@@ -278,32 +297,26 @@ class Executor:
                 delay,
             )
             self.requeue(plan.node, delay)
-            return
+            return False
         with self._lock:
             self._failures.pop(plan.node, None)
         if not plan.dry_run:
             metrics.record_decision(
                 pool=plan.policy.name, before=plan.before, after=status, now=self.clock()
             )
+        return True
 
     def _still_leading(self, node: str) -> None:
         if not self.leading():
             raise NotLeadingError(f"not acting on {node}: this process's Lease is not renewed")
 
-    def _event(
-        self, node: str, reason: str, message: str, *, warning: bool = False, gpunode: bool = True
-    ) -> None:
-        """An Event on the Node (what ``kubectl describe node`` shows) and, unless
-        ``gpunode`` is False, on its GPUNode too. A drain's own detail (evictions,
-        refusals) goes on the Node only, where a ``kubectl drain`` user looks for it:
-        the GPUNode's ``status.drain`` counts it, and a second copy of each would be
-        a third of a drain's API requests."""
+    def _event(self, node: str, reason: str, message: str, *, warning: bool = False) -> None:
+        """An Event on the Node, what ``kubectl describe node`` shows, and only there:
+        the GPUNode's status says the same (phase, conditions, history, remediation,
+        drain), and a second copy of every Event was a third of a burst's writes on the
+        apiserver its cordons wait for."""
         uid = self.store.nodes.get(node, {}).get("metadata", {}).get("uid", "")
         self.events.emit(node_ref(node, uid), reason=reason, message=message, warning=warning)
-        if gpunode:
-            gpu_uid = self.store.gpunodes.get(node, {}).get("metadata", {}).get("uid", "")
-            ref = gpunode_ref(node, gpu_uid)
-            self.events.emit(ref, reason=reason, message=message, warning=warning)
 
     def _perform(self, plan: Plan, action: a.Action, status: GPUNodeStatus) -> GPUNodeStatus:  # noqa: PLR0912 - one case per action
         node = plan.node
@@ -447,12 +460,12 @@ class Executor:
                 self._unsaid[plan.node] = [*self._unsaid.get(plan.node, []), *result.evicted]
         if (chosen.waiting or result.blocked) and self._first_wait(plan.node, status):
             message = _blocked_message(chosen.waiting, result.blocked)
-            self._event(plan.node, "EvictionBlocked", message, warning=True, gpunode=False)
+            self._event(plan.node, "EvictionBlocked", message, warning=True)
         never = _never_message(chosen, plan.policy)
         if never and self._first_wait(plan.node, status, never):
             self._event(plan.node, "EvictionImpossible", never, warning=True)
         for pod, why in sorted(result.failed.items()):
-            self._event(plan.node, "EvictionFailed", f"{pod}: {why}", warning=True, gpunode=False)
+            self._event(plan.node, "EvictionFailed", f"{pod}: {why}", warning=True)
         if result.blocked or result.skipped:
             # Retried when the backoff ends, not at the next resync.
             self.requeue(plan.node, self.backoff.earliest(self.clock()))
@@ -490,7 +503,7 @@ class Executor:
             pods = sorted(self._unsaid.pop(node, []))
         if pods:
             message = f"evicted {len(pods)} pods: {', '.join(pods)[:900]}"
-            self._event(node, "Evicted", message, gpunode=False)
+            self._event(node, "Evicted", message)
 
     def _first_wait(self, node: str, status: GPUNodeStatus, what: str = "") -> bool:
         """Whether this is the first time ``node``'s drain waits for a budget or is

@@ -31,6 +31,7 @@ from pitcrew.controller import health, metrics
 from pitcrew.controller.accountant import Accountant
 from pitcrew.controller.executor import Executor
 from pitcrew.controller.job_sizes import JobSizes, fetcher
+from pitcrew.controller.lanes import Lanes
 from pitcrew.controller.leader import wait_for_leadership
 from pitcrew.controller.maintenance import NodeMaintenances, discovery, lister
 from pitcrew.controller.policy_status import PolicyStatusWriter
@@ -62,7 +63,8 @@ def build(
     """The shell with its real collaborators: the Kubernetes API, Events, remediators."""
     store = Store()
     cluster = KubeCluster(api)
-    events = Recorder(api)
+    pool = Lanes(settings.rounds.workers)
+    events = Recorder(api, hold=pool.wait_first)
 
     def flag(pod: dict[str, Any], *, reason: str, message: str) -> None:
         meta = pod.get("metadata") or {}
@@ -94,9 +96,6 @@ def build(
         daemon=True,
         name="pitcrew-node-maintenance",
     ).start()
-    pool = ThreadPoolExecutor(
-        max_workers=settings.rounds.workers, thread_name_prefix="pitcrew-exec"
-    )
     sizes = JobSizes(
         fetcher(api), ThreadPoolExecutor(max_workers=2, thread_name_prefix="pitcrew-sizes")
     )

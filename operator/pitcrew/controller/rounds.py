@@ -42,7 +42,7 @@ import datetime
 import logging
 import threading
 from collections.abc import Callable, Hashable, Iterable, Iterator
-from concurrent.futures import Executor as Pool
+from concurrent.futures import Future
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -50,11 +50,13 @@ from pitcrew.api.gpunode import GPUNodeStatus
 from pitcrew.api.vocabulary import PITCREW_TAINTS, TAKEN_OUT, UNHEALTHY
 from pitcrew.controller import metrics
 from pitcrew.controller.executor import Executor, Plan
+from pitcrew.controller.lanes import Pool
 from pitcrew.controller.policy_status import PolicyStatusWriter
 from pitcrew.controller.ports import Cluster
 from pitcrew.controller.settings import OperatorSettings
 from pitcrew.controller.slurm import SlurmWatch
 from pitcrew.controller.store import Store
+from pitcrew.core import actions as a
 from pitcrew.core.convert import node_view, object_key, waiting_pod_view
 from pitcrew.core.fleet import Summary, fleet_of
 from pitcrew.core.lifecycle import Decision
@@ -74,11 +76,14 @@ from pitcrew.core.views import (
 
 logger = logging.getLogger(__name__)
 RESYNC_CHUNK = 200
-MAX_IN_FLIGHT = 128
-"""Plans handed to the workers and not done, at most (four per worker thread): each
-holds two full statuses, and a plan queued behind thousands (an operator's first
-round) would hold a fault's cordon behind all of them. Nodes beyond it stay
-queued, undecided, until a plan lands."""
+MAX_IN_FLIGHT = 256
+"""Plans handed to the workers and not done, at most (eight per worker thread):
+each holds a status of its own (a shallow copy: the agent's checks are shared
+with the store's), and thousands queued (an operator's first round) would hold
+the memory of all of them. Nodes beyond it stay queued, undecided, until a plan
+lands: a burst's cordons go ahead of every follow-up write
+(:mod:`pitcrew.controller.lanes`), so a node past the bound waits for the
+burst's first status writes, and 150 faults at once (of 128 before) fit."""
 ROUND_MAX = 500
 """Nodes with news decided in one round, at most: the loop returns to the event loop
 between rounds (watch events, the Lease's renewal thread get their turn), so the
@@ -449,7 +454,9 @@ class RoundLoop:
 
     def launch(self, plan: Plan) -> None:
         """Execute ``plan`` without holding up the next round; until it is done the
-        node is not decided again and its intended status counts in the fleet."""
+        node is not decided again and its intended status counts in the fleet. Its
+        cordon goes on the workers' first lane, ahead of every other plan's follow-up
+        writes (:mod:`pitcrew.controller.lanes`); the rest of it after."""
         self.in_flight.add(plan.node)
         self.intended[plan.node] = plan.decision.status
         self._intended_revision += 1
@@ -457,7 +464,17 @@ class RoundLoop:
         def done(_: object) -> None:
             self._on_loop(self._landed, plan.node)
 
-        self.pool.submit(self.executor.execute, plan).add_done_callback(done)
+        def then(cordoned: Future[Plan | None]) -> None:
+            rest = cordoned.result() if cordoned.exception() is None else None
+            if rest is None:
+                done(None)
+            else:
+                self.pool.submit(self.executor.execute, rest).add_done_callback(done)
+
+        if a.cordon_first(plan.decision.actions)[0]:
+            self.pool.submit_first(self.executor.cordon_first, plan).add_done_callback(then)
+        else:
+            self.pool.submit(self.executor.execute, plan).add_done_callback(done)
 
     def _release_if_marked(self, name: str, node: dict[str, Any]) -> None:
         """A node no policy manages (policy deleted, node relabelled, overlap) loses
@@ -562,5 +579,4 @@ class RoundLoop:
                 yield name, member(self.store.summary(name), self.intended.get(name))
 
     async def _in_thread(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self.pool, lambda: fn(*args, **kwargs))
+        return await asyncio.wrap_future(self.pool.submit(fn, *args, **kwargs))

@@ -4,7 +4,12 @@ Each action is a small frozen record. The shell (:mod:`pitcrew.controller.execut
 executes them idempotently: cordoning a cordoned node, creating a Job that
 exists or evicting a pod that is already gone are no-ops, so a decision that
 is executed twice (a retry, a new leader) does no harm. Every action also
-becomes an Event on the Node and the GPUNode, with ``reason`` and ``message``.
+becomes an Event on the Node, with ``reason`` and ``message``.
+
+A plan's cordon goes first, ahead of every other write of any plan
+(:func:`cordon_first`): it is what keeps new work off a failing node, and the
+status, Events, spare and remediation that follow are worth less each second
+than the next node's cordon.
 """
 
 from __future__ import annotations
@@ -187,3 +192,14 @@ Action = (
     | SetSlurmState
     | Record
 )
+
+
+def cordon_first(actions: tuple[Action, ...]) -> tuple[tuple[Cordon, ...], tuple[Action, ...]]:
+    """The cordons of a plan, to carry out first, and everything else in its order.
+
+    A cordon carries its taint in the same patch (:mod:`pitcrew.core.node_edits`), so
+    one write takes the node out. An intent written before a remediation and the
+    other actions keep their order among themselves; nothing of theirs reads the
+    node's schedulability, which the cordon alone changes."""
+    first = tuple(x for x in actions if isinstance(x, Cordon))
+    return first, tuple(x for x in actions if not isinstance(x, Cordon))

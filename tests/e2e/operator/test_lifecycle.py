@@ -173,3 +173,29 @@ def test_a_foreign_cordon_is_never_undone(healthy_fleet: HealthyFleet) -> None:
     assert spec.unschedulable, "Pitcrew lifted a cordon it did not make"
     assert not any(k.startswith("pitcrew.dev/") for k in fleet.taints(node))
     assert "pitcrew.dev/cordoned-by" not in (fleet.node(node).metadata.annotations or {})
+
+
+def test_a_burst_is_cordoned_and_each_nodes_actions_are_said_on_the_node(
+    healthy_fleet: HealthyFleet,
+) -> None:
+    fleet = healthy_fleet(size=4, safety={"maxUnhealthy": 3})
+    failing = fleet.nodes[:3]
+    for node in failing:
+        fleet.inject(node, FATAL_XID)
+    for node in failing:
+        eventually(lambda n=node: fleet.node(n).spec.unschedulable, timeout=20, what="cordon")
+        assert fleet.taints(node)["pitcrew.dev/quarantined"] == "Xid"
+    for node in failing:
+        said = eventually(
+            lambda n=node: (
+                (xid := [e for e in fleet.events(n) if e.reason == "Xid"])
+                and "cordoned and tainted" in " ".join(e.message for e in xid)
+                and "Healthy -> Quarantined" in " ".join(e.message for e in xid)
+                and xid
+            ),
+            timeout=15,
+            what=f"the cordon and the take-out of {node} said",
+        )
+        assert sum(e.count for e in said) >= 2  # one action each, in as many counts
+        assert fleet.events(node, kind="GPUNode") == []  # said once, on the Node
+    assert not fleet.node(fleet.nodes[3]).spec.unschedulable

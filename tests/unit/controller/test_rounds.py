@@ -127,7 +127,7 @@ def test_a_node_in_two_policies_is_managed_by_none_and_said_so_once() -> None:
     assert shell.round() == []
     assert shell.round() == []
     conflicts = [ref.name for ref, r, _, _ in shell.events.posted if r == "PolicyConflict"]
-    assert sorted(conflicts) == sorted(NODES * 2)  # once per node, on the Node and its GPUNode
+    assert sorted(conflicts) == sorted(NODES)  # once per node, on the Node
     assert shell.cluster.calls == []
 
 
@@ -185,7 +185,7 @@ def test_a_node_whose_status_does_not_parse_is_skipped_and_said_so_once() -> Non
     for _ in range(2):
         assert "n3" not in {p.node for p in shell.round()}
     said = [m for ref, r, m, _ in shell.events.posted if r == "StatusUnreadable"]
-    assert len(said) == 2  # once, on the Node and on its GPUNode
+    assert len(said) == 1  # once, on the Node
     assert "n3" not in shell.cluster.writes("apply_gpunode_status")
 
 
@@ -307,3 +307,20 @@ def test_no_more_plans_are_handed_out_than_max_in_flight(monkeypatch: pytest.Mon
     assert shell.rounds.next_batch() == set()  # nothing while the workers are full
     pool.release()
     assert "n7" in shell.rounds.next_batch()
+
+
+def test_every_cordon_of_a_round_goes_out_before_any_plans_follow_up_writes() -> None:
+    pool = HeldPool()
+    shell = settled_fleet(pool=pool, policy=policy_object(safety={"maxUnhealthy": 5}))
+    for name in ("n1", "n4", "n7"):
+        shell.fail(name)
+    shell.round()
+    pool.release()
+    writes = [(call, arg) for call, arg in shell.cluster.calls if call != "list_objects"]
+    kinds = [call for call, _ in writes]
+    cordons = [i for i, call in enumerate(kinds) if call == "edit_node"]
+    statuses = [i for i, call in enumerate(kinds) if call == "apply_gpunode_status"]
+    assert len(cordons) == 3
+    assert len(statuses) == 3
+    assert max(cordons) < min(statuses)
+    assert {shell.phase(n) for n in ("n1", "n4", "n7")} <= set(UNHEALTHY)

@@ -63,6 +63,8 @@ class HeldByNode(Executor):
         self.held[args[0].node] = call
         return future
 
+    submit_first = submit  # a plan's cordon, then its rest: both land with the node
+
 
 class StillClock(Clock):
     """The simulator's clock held at its start: a plan's landing is kept for the test
@@ -102,7 +104,7 @@ class OperatorShell:
         return sorted(planned(p.node, p.decision) for p in self.shell.round(*names))
 
     def land(self, name: str) -> None:
-        if name in self.pool.held:
+        while name in self.pool.held:
             self.pool.held.pop(name)()
 
     def in_flight(self) -> set[str]:
