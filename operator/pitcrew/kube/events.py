@@ -158,6 +158,7 @@ class Recorder:
                     name,
                     ref.event_namespace,
                     {"count": count + said.count, "lastTimestamp": now.isoformat()},
+                    _preload_content=False,  # the answer is not read: no client models
                 )
                 self._recent[key] = (name, count + said.count, first)
                 return
@@ -180,7 +181,7 @@ class Recorder:
                 "lastTimestamp": now.isoformat(),
                 "count": said.count,
             }
-            self.core.create_namespaced_event(ref.event_namespace, body)
+            self.core.create_namespaced_event(ref.event_namespace, body, _preload_content=False)
             self._recent[key] = (name, said.count, now)
         except client.ApiException as error:
             logger.warning(
