@@ -483,6 +483,15 @@ class SparesSpec(ApiModel):
         "a spare again if the pool is short of spares, else capacity for any pod.",
         name="spares.reservationTimeout",
     )
+    keep_for_displaced: int = Field(
+        default=1,
+        ge=0,
+        le=1000,
+        description="Spares never lent to a training job's pod that waits for capacity: "
+        "kept for the job that loses a node next. The other spares serve such a pod (one "
+        "of a discovered training job, that asks for GPUs and fits the spare) when no "
+        "displaced job needs them: reserved for its job as for a job that lost a node.",
+    )
 
 
 class GoodputSpec(ApiModel):

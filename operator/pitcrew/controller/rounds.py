@@ -39,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import heapq
 import logging
 import threading
 from collections.abc import Callable, Hashable, Iterable, Iterator
@@ -93,6 +94,10 @@ COALESCE_SECONDS = 0.01
 WAKE_SLACK = 0.05
 """Seconds past a wake-up at which the node is decided again: most deadlines are
 compared strictly, so a decision exactly at one would decide the same."""
+CAPACITY_WAITING_READ = 256
+"""Training pods waiting for capacity that a spare's decision reads, the oldest first:
+enough for every spare of a pool to find a job, bounded for a cluster where thousands
+wait."""
 WATCHED = ("policy", "node", "gpunode", "pod", "run")
 PRIME_BACKOFF = (1.0, 2.0, 5.0, 10.0, 30.0)
 Clock = Callable[[], datetime.datetime]
@@ -184,8 +189,10 @@ class RoundLoop:
             return
         name = self.store.put(kind, obj, deleted=deleted)
         if kind == "pod" and name is None:
-            # A pod on no node: news to a spare reserved for its job (it waits, it left).
+            # A pod on no node: news to a spare reserved for its job (it waits, it left),
+            # and, waiting for capacity, to the spares that may be lent to its job.
             self.mark(self.store.reserved_for(obj))
+            self.mark(self.store.lendable_to(obj))
         if kind == "node" and deleted and name:
             self.resting.pop(name, None)
             self.executor.forget(name)
@@ -400,11 +407,20 @@ class RoundLoop:
         )
 
     def _waiting(self, name: str) -> tuple[PodView, ...]:
-        """On a node reserved for a training job, the job's pods that wait for a node."""
+        """On a node reserved for a training job, the job's pods that wait for a node; on
+        a spare, the training pods that wait for capacity (the oldest
+        :data:`CAPACITY_WAITING_READ`)."""
         job = self.store.reserved.get(name)
-        if not job:
+        if job:
+            return tuple(waiting_pod_view(p) for p in self.store.waiting(job))
+        if name not in self.store.spares:
             return ()
-        return tuple(waiting_pod_view(p) for p in self.store.waiting(job))
+        pods = heapq.nsmallest(
+            CAPACITY_WAITING_READ,
+            self.store.capacity_waiting.values(),
+            key=lambda p: (p["metadata"].get("creationTimestamp") or "", object_key(p)),
+        )
+        return tuple(waiting_pod_view(p) for p in pods)
 
     def _wake(self, name: str, decision: Decision, now: datetime.datetime) -> None:
         """A deadline before the next resync is kept to the second: the node is decided

@@ -31,7 +31,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from pitcrew.api.gpunode import AgentChecks, GPUNodeStatus, Phase
-from pitcrew.api.vocabulary import CHECKPOINT_ANNOTATION, RESERVED_TAINT
+from pitcrew.api.vocabulary import CHECKPOINT_ANNOTATION, RESERVED_TAINT, SPARE_TAINT
 from pitcrew.core.budgets import Budget, budget
 from pitcrew.core.convert import (
     EPOCH,
@@ -43,6 +43,7 @@ from pitcrew.core.convert import (
     published_checks,
     reservation_job,
     training_job,
+    waits_for_capacity,
 )
 from pitcrew.core.fleet import Summary, counted_in_fleet, summarize
 from pitcrew.core.maintenance import Window, node_maintenance, window
@@ -146,6 +147,12 @@ class Store:
         job a spare is reserved for."""
         self.reserved: dict[str, str] = {}
         """Nodes reserved for a training job, with the job (``pitcrew.dev/reserved``)."""
+        self.spares: set[str] = set()
+        """Nodes held as spares (``pitcrew.dev/spare``): a training pod that waits for
+        capacity is news to them (a spare may be lent to its job)."""
+        self.capacity_waiting: dict[str, Object] = {}
+        """Of :attr:`unscheduled`, the training jobs' pods the scheduler found no node
+        for (:func:`~pitcrew.core.convert.waits_for_capacity`), by ``namespace/name``."""
         self.departed: dict[str, Object] = {}
         """Training pods (``pitcrew.dev/job``) deleted since the accountant last took
         them (:meth:`take_departed`), by UID, as last seen: when a pod stopped is
@@ -329,6 +336,7 @@ class Store:
             if kind == "node":
                 self._matched.pop(name, None)
                 self.reserved.pop(name, None)
+                self.spares.discard(name)
                 self.fleet_revision += 1
             elif kind == "gpunode":
                 for cache in (self._packed, self._summaries, self._statuses, self._checks):
@@ -379,6 +387,7 @@ class Store:
             self.pods.pop(key, None)
             self.checkpoints_seen.pop(key, None)
             self.unscheduled.pop(key, None)
+            self.capacity_waiting.pop(key, None)
             self.pods_by_node[old_node or node].pop(key, None)
             if training_job(obj) is not None and len(self.departed) < DEPARTED_MAX:
                 self.departed[meta.get("uid") or key] = obj
@@ -392,6 +401,10 @@ class Store:
             self.unscheduled[key] = obj
         else:
             self.unscheduled.pop(key, None)
+        if waits_for_capacity(obj):
+            self.capacity_waiting[key] = obj
+        else:
+            self.capacity_waiting.pop(key, None)
         if old_node and old_node != node:
             self.pods_by_node[old_node].pop(key, None)
         if node:
@@ -493,6 +506,10 @@ class Store:
             self.reserved[name] = job
         else:
             self.reserved.pop(name, None)
+        if any(t.get("key") == SPARE_TAINT for t in taints):
+            self.spares.add(name)
+        else:
+            self.spares.discard(name)
 
     def reserved_for(self, pod: Object) -> list[str]:
         """The nodes reserved for ``pod``'s training job: a pod of it waiting for a node,
@@ -501,6 +518,11 @@ class Store:
             return []
         job = reservation_job(pod)
         return sorted(n for n, reserved in self.reserved.items() if job and reserved == job)
+
+    def lendable_to(self, pod: Object) -> list[str]:
+        """The spares a training pod waiting for capacity is news to (one may be lent to
+        its job); none for any other pod."""
+        return sorted(self.spares) if object_key(pod) in self.capacity_waiting else []
 
     def waiting(self, job: str) -> list[Object]:
         """The pods of training job ``job`` (as a reservation names it) on no node yet."""

@@ -340,14 +340,45 @@ def reservation_job(pod: dict[str, Any]) -> str:
 
 
 def waiting_pod_view(pod: dict[str, Any]) -> PodView:
-    """A pod that waits for a node, as a reserved spare's decision reads it: with the
-    reservation it tolerates (``pitcrew.dev/reserved``'s value), if any."""
+    """A pod that waits for a node, as a reserved spare's or a spare's decision reads
+    it: with the reservation it tolerates (``pitcrew.dev/reserved``'s value), if any,
+    the GPUs it asks for and its ``nodeSelector``."""
+    spec = pod.get("spec") or {}
     tolerates = next(
         (
             str(t.get("value") or "")
-            for t in (pod.get("spec") or {}).get("tolerations") or []
+            for t in spec.get("tolerations") or []
             if t.get("key") == RESERVED_TAINT and t.get("operator") == "Equal"
         ),
         "",
     )
-    return replace(pod_view(pod), tolerates=tolerates)
+    selector = spec.get("nodeSelector") or {}
+    return replace(
+        pod_view(pod),
+        tolerates=tolerates,
+        gpus=pod_gpus(pod),
+        node_selector=tuple(sorted((str(k), str(v)) for k, v in selector.items())),
+    )
+
+
+def waits_for_capacity(pod: dict[str, Any]) -> bool:
+    """A training job's pod that the scheduler found no node for: Pending on no node,
+    its ``PodScheduled`` condition False for ``Unschedulable``, no node nominated for it
+    (a preemption under way places it anyway), and made by a controller (a Job, a
+    JobSet's Job, a training operator): a bare pod that names a job is no launcher's
+    replacement to serve, and would take a spare from one that is."""
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    if spec.get("nodeName") or status.get("nominatedNodeName") or meta.get("deletionTimestamp"):
+        return False
+    if status.get("phase", "Pending") != "Pending" or training_job(pod) is None:
+        return False
+    if not any(o.get("controller") for o in meta.get("ownerReferences") or []):
+        return False
+    return any(
+        c.get("type") == "PodScheduled"
+        and c.get("status") == "False"
+        and c.get("reason") == "Unschedulable"
+        for c in status.get("conditions") or []
+    )

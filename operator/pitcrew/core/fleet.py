@@ -11,6 +11,7 @@ it left it, and says when a node coming back keeps its slot.
 from __future__ import annotations
 
 import datetime
+from collections import Counter
 from collections.abc import Iterable
 from typing import NamedTuple
 
@@ -39,6 +40,8 @@ class Summary(NamedTuple):
     """Why it is in its phase (``status.reason``), for ``pitcrew_gpunode_info``."""
     leaving_for_maintenance: bool = False
     """Taken out (Suspect, Draining) for a maintenance window, not for a fault."""
+    reservation: str = ""
+    """The training job it is reserved for (``status.reservation``), if any."""
 
 
 def verifying(status: GPUNodeStatus) -> bool:
@@ -65,7 +68,12 @@ def summarize(status: GPUNodeStatus) -> Summary:
         tuple(status.history),
         status.reason,
         leaving_for_maintenance=leaving_for_maintenance(status),
+        reservation=reservation(status),
     )
+
+
+def reservation(status: GPUNodeStatus) -> str:
+    return status.reservation.job if status.reservation is not None else ""
 
 
 def counted_in_fleet(summary: Summary) -> tuple[object, ...]:
@@ -76,6 +84,7 @@ def counted_in_fleet(summary: Summary) -> tuple[object, ...]:
         summary.since,
         summary.verifying,
         summary.leaving_for_maintenance,
+        summary.reservation,
     )
 
 
@@ -84,6 +93,7 @@ def fleet_of(members: Iterable[tuple[str, Summary]]) -> FleetView:
     Spares are listed oldest first, so the longest-rested spare is released first."""
     phases: dict[Phase, int] = {}
     spares: list[tuple[datetime.datetime, str]] = []
+    reserved: Counter[str] = Counter()
     total = refused = verifying_ = leaving = 0
     for name, summary in members:
         if summary.phase is Phase.EXCLUDED:
@@ -93,6 +103,8 @@ def fleet_of(members: Iterable[tuple[str, Summary]]) -> FleetView:
         refused += summary.refused
         verifying_ += summary.verifying
         leaving += summary.leaving_for_maintenance
+        if summary.reservation:
+            reserved[summary.reservation] += 1
         if summary.phase is Phase.SPARE:
             spares.append((summary.since or _EPOCH, name))
     return FleetView(
@@ -102,6 +114,7 @@ def fleet_of(members: Iterable[tuple[str, Summary]]) -> FleetView:
         refused=refused,
         verifying=verifying_,
         leaving_for_maintenance=leaving,
+        reserved=dict(reserved),
     )
 
 
@@ -113,6 +126,11 @@ def after_decision(
     phases[before.phase] = phases.get(before.phase, 1) - 1
     phases[decision.phase] = phases.get(decision.phase, 0) + 1
     released = {x.node for x in decision.actions if isinstance(x, a.ReleaseSpare | a.ReserveSpare)}
+    reserved = Counter(fleet.reserved)
+    reserved.subtract([j] if (j := reservation(before)) else [])
+    reserved.update([j] if (j := reservation(decision.status)) else [])
+    # A spare reserved by another node's decision records it in its own status later.
+    reserved.update(x.job for x in decision.actions if isinstance(x, a.ReserveSpare))
     spares = [s for s in fleet.spares if s not in released]
     if decision.phase is not Phase.SPARE:
         spares = [s for s in spares if s != node]
@@ -127,4 +145,5 @@ def after_decision(
         leaving_for_maintenance=fleet.leaving_for_maintenance
         - leaving_for_maintenance(before)
         + leaving_for_maintenance(decision.status),
+        reserved={job: n for job, n in reserved.items() if n > 0},
     )

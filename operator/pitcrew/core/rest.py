@@ -49,9 +49,10 @@ def quiet_until(
 
 def fleet_signature(fleet: FleetView, policy: PolicyView) -> Hashable:
     """What of its pool a resting node's decision reads: whether spares are short or
-    over (``in_service.healthy``, ``in_service.spare``). The breaker, the drain and
+    over (``in_service.healthy``, ``in_service.spare``), and the nodes reserved for
+    each job (a spare lends itself to a job that waits for more). The breaker, the drain and
     remediation limits and the verification slots are read only by nodes in motion,
     with a finding or with a verification due, none of which rests. Equal signatures,
     same decision."""
     wanted = fleet.spares_wanted(policy.spec.spares.count)
-    return (len(fleet.spares), wanted)
+    return (len(fleet.spares), wanted, tuple(sorted(fleet.reserved.items())))

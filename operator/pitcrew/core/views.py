@@ -69,6 +69,12 @@ class PodView:
     ready: bool = True
     """Its ``Ready`` condition is True: a budget counts only ready pods as healthy, and
     lets unready ones go by its ``unhealthyPodEvictionPolicy``."""
+    gpus: int = 0
+    """Of a pod waiting for capacity: the GPUs it asks for (a spare lent to it must hold
+    them)."""
+    node_selector: tuple[tuple[str, str], ...] = ()
+    """Of a pod waiting for capacity: its ``nodeSelector`` (a spare lent to it must carry
+    these labels)."""
 
     @property
     def key(self) -> str:
@@ -277,6 +283,10 @@ class FleetView:
     leaving_for_maintenance: int = 0
     """Nodes in a phase of :data:`UNHEALTHY` (Suspect, Draining) for a maintenance
     window, not for a fault (reason ``Maintenance``)."""
+    reserved: dict[str, int] = field(default_factory=dict)
+    """Nodes reserved for each training job (``status.reservation``), by the job as a
+    reservation names it: a spare is lent to a job waiting for capacity only while it
+    waits for more nodes than it holds."""
 
     def count(self, *phases: Phase) -> int:
         return sum(self.phases.get(p, 0) for p in phases)
@@ -319,4 +329,6 @@ class NodeState:
     (:mod:`pitcrew.core.stragglers`); empty when none does."""
     waiting: tuple[PodView, ...] = ()
     """On a node reserved for a training job (its ``pitcrew.dev/reserved`` taint): the
-    job's pods that wait for a node (Pending, on none)."""
+    job's pods that wait for a node (Pending, on none). On a spare: the training jobs'
+    pods that wait for capacity (the scheduler found no node for them), which a spare
+    no displaced job needs may serve."""

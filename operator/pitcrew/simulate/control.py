@@ -9,7 +9,8 @@ coming back counts as out until its status write lands). Cordons and taints are
 :func:`pitcrew.core.breaker.next_breaker`. What is simulated is the world's
 answer to the actions: evicted pods leave after the grace period, a probe
 reports after its run, a reset Job's pod succeeds or a node reboots with a new
-boot ID, the agent reports the repair's key, a spare reserved for the job takes the
+boot ID, the agent reports the repair's key, a spare reserved for the job (or lent to
+it while its pods wait for capacity: spares read the world's waiting pods) takes the
 job's waiting pod at once (the toleration the operator adds to it is taken as done).
 
 A node is decided only when something about it changed (an agent report, an
@@ -115,6 +116,8 @@ class Operator:
         self.phases: Counter[Phase] = Counter()
         self.refused = self.verifying = self.total = 0
         self.spares: dict[str, datetime.datetime] = {}
+        self.reserved: Counter[str] = Counter()
+        """Nodes reserved for each job (``status.reservation``), as ``fleet_of`` counts."""
         self.decisions = 0
         self.cpu = 0.0
         self.records: Counter[str] = Counter()
@@ -155,6 +158,8 @@ class Operator:
         self.phases[summary.phase] += sign
         self.refused += sign * summary.refused
         self.verifying += sign * summary.verifying
+        if summary.reservation:
+            self.reserved[summary.reservation] += sign
         if summary.phase is Phase.SPARE:
             if sign > 0:
                 self.spares[node.name] = summary.since or _EPOCH
@@ -173,6 +178,7 @@ class Operator:
             spares=tuple(name for _, name in spares),
             refused=self.refused,
             verifying=self.verifying,
+            reserved={job: n for job, n in self.reserved.items() if n > 0},
         )
 
     def remove(self, node: Node) -> None:
@@ -306,6 +312,11 @@ class Operator:
 
     # -- rounds ---------------------------------------------------------------------------
 
+    def capacity_wanted(self) -> None:
+        """A pod of the job waits for capacity: news to the spares (one may be lent)."""
+        for name in self.spares:
+            self.mark(self.world.by_name[name])
+
     def mark(self, node: Node) -> None:
         if node.away:
             return
@@ -356,7 +367,10 @@ class Operator:
             status = status.model_copy(update={"last_heartbeat": now})
         straggler = node.straggler if node.job and status.phase in IN_SERVICE else ""
         view = replace(node.view, pods=self.world.pods(node))
-        state = NodeState(node=view, status=status, checks=node.checks, straggler=straggler)
+        waiting = self.world.waiting() if status.phase is Phase.SPARE else ()
+        state = NodeState(
+            node=view, status=status, checks=node.checks, straggler=straggler, waiting=waiting
+        )
         return Due(state=state, policy=self.policy)
 
     def _apply(self, node: Node, decided: Decided) -> None:

@@ -76,6 +76,9 @@ class OperatorPort(Protocol):
     def straggling(self, node: Node, fault: Fault) -> None:
         """A rank of the job runs on a slow node."""
 
+    def capacity_wanted(self) -> None:
+        """A pod of the job waits for capacity (the scheduler found no node for it)."""
+
     def judges(self, fault: Fault) -> bool:
         """Whether the job's reports name this straggler."""
 
@@ -210,6 +213,25 @@ class World:
             )
         return tuple(pods)
 
+    def waiting(self) -> tuple[PodView, ...]:
+        """The job's pods that wait for capacity: created, and no node for them, not even
+        one being taken back from other work."""
+        job = self.job
+        if not job.down or job.relaunching:
+            return ()
+        return tuple(
+            PodView(
+                namespace=TRAINING_NAMESPACE,
+                name=f"trainer-{rank}",
+                owner_kind="Job",
+                job=JOB_NAME,
+                pending=True,
+                gpus=job.gpus,
+            )
+            for rank in job.pending()
+            if rank not in self.reclaiming
+        )
+
     # -- placement ------------------------------------------------------------------------
 
     def usable(self, node: Node, *, job: bool = False) -> bool:
@@ -297,6 +319,8 @@ class World:
             else:
                 short += 1
         job.set_short(short)
+        if short > len(self.reclaiming) and self.operator is not None:
+            self.operator.capacity_wanted()
 
     def refresh(self, node: Node) -> None:
         """Recompute what the node can take after any change to it."""

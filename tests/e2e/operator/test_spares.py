@@ -12,6 +12,7 @@ printed (docs/benchmarks.md, "A spare for the job that lost a node").
 from __future__ import annotations
 
 import datetime
+import time
 from typing import Any
 
 from kubernetes import client
@@ -145,3 +146,74 @@ def test_the_jobs_replacement_runs_on_the_spare_and_the_other_waiting_pod_stays_
     )
     fleet.wait_events(spare, "SpareReserved", "ReservationTolerated", "SpareClaimed")
     assert fleet.core.read_namespaced_pod("waiting", workload_namespace).status.phase == "Pending"
+
+
+def test_a_training_pod_waiting_for_capacity_gets_a_lent_spare_and_another_pod_does_not(
+    fleet_factory: type[Fleet], workload_namespace: str
+) -> None:
+    """Three spares, one kept for displaced jobs (``spares.keepForDisplaced``): a job that
+    needs three nodes where two take work waits for capacity with no node Pitcrew took
+    out; a spare is lent to it and its third pod runs there. Then a pod of no training
+    job waits beside the two spares left and gets neither."""
+    fleet = fleet_factory(size=5)
+    fleet.policy(spares={"count": 3, "keepForDisplaced": 1})
+    eventually(
+        lambda: (
+            sorted(fleet.phase(n) for n in fleet.nodes)
+            == ["Healthy", "Healthy", "Spare", "Spare", "Spare"]
+        ),
+        timeout=60,
+        what="two nodes Healthy and three Spare",
+    )
+    labels = {"app": "llm", JOBSET: "llm"}
+    client.AppsV1Api(fleet.api).create_namespaced_deployment(
+        workload_namespace,
+        {
+            "metadata": {"name": "llm"},
+            "spec": {
+                "replicas": 3,
+                "selector": {"matchLabels": labels},
+                "template": {"metadata": {"labels": labels}, "spec": gpu_pod_spec(fleet.group)},
+            },
+        },
+    )
+    running = eventually(
+        lambda: (
+            (pods := pods_of(fleet, workload_namespace, "app=llm"))
+            and len(pods) == 3
+            and all(p.status.phase == "Running" for p in pods)
+            and pods
+        ),
+        timeout=90,
+        what="the job's three pods Running, the third on a lent spare",
+    )
+    lent = [
+        n
+        for n in fleet.nodes
+        if any(h["reason"] == "SpareLent" for h in fleet.gpunode(n)["status"]["history"])
+    ]
+    assert len(lent) == 1
+    assert lent[0] in {p.spec.node_name for p in running}
+    fleet.wait_events(lent[0], "SpareLent", "ReservationTolerated", "SpareClaimed")
+
+    fleet.core.create_namespaced_pod(
+        workload_namespace,
+        {
+            "metadata": {"name": "waiting", "labels": {"app": "other"}},
+            "spec": gpu_pod_spec(fleet.group),
+        },
+    )
+    eventually(
+        lambda: any(
+            c.type == "PodScheduled" and c.reason == "Unschedulable"
+            for c in fleet.core.read_namespaced_pod("waiting", workload_namespace).status.conditions
+            or []
+        ),
+        what="the other pod pending for capacity",
+    )
+    time.sleep(3)  # the spares' decisions on its event come within a round (milliseconds)
+    assert [fleet.phase(n) for n in fleet.nodes].count("Spare") == 2
+    other = fleet.core.read_namespaced_pod("waiting", workload_namespace)
+    assert other.status.phase == "Pending"
+    assert not other.spec.node_name
+    assert not [t for t in other.spec.tolerations or [] if t.key == RESERVED]

@@ -86,3 +86,41 @@ def test_a_pod_that_is_bound_or_gone_leaves_the_waiting_pods() -> None:
     shell.rounds.observe("pod", pod_object("trainer-2"))
     shell.rounds.observe("pod", pod_object("trainer-2"), deleted=True)
     assert shell.store.unscheduled == {}
+
+
+def unschedulable(pod: dict[str, Any], *, owned: bool = True) -> dict[str, Any]:
+    """``pod`` as the scheduler leaves one it found no node for; ``owned``: made by a Job."""
+    condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+    pod["status"]["conditions"] = [condition]
+    if owned:
+        owner = {"kind": "Job", "name": "llm-workers-0", "uid": "u", "controller": True}
+        pod["metadata"]["ownerReferences"] = [owner]
+    return pod
+
+
+def test_a_training_pod_waiting_for_capacity_wakes_the_spares_and_one_is_lent() -> None:
+    shell = Shell(
+        nodes={n: healthy_status() for n in ("n0", "n1", "n2")},
+        policy=policy_object(spares={"count": 2, "keepForDisplaced": 1}),
+    )
+    shell.rounds.observe("pod", pod_object("trainer-0", node="n2"))
+    shell.settle()
+    assert (shell.phase("n0"), shell.phase("n1")) == (Phase.SPARE, Phase.SPARE)
+
+    shell.rounds.dirty.clear()
+    shell.rounds.observe("pod", unschedulable(pod_object("web-0", labels={}, gpus=0)))
+    bare = pod_object("bare-0", labels={JOBSET: "bare"})
+    shell.rounds.observe("pod", unschedulable(bare, owned=False))
+    shell.rounds.observe("pod", pod_object("trainer-1"))  # not tried by the scheduler yet
+    assert shell.rounds.dirty == set()
+    assert shell.store.capacity_waiting == {}
+
+    shell.rounds.observe("pod", unschedulable(pod_object("trainer-1")))
+    assert shell.rounds.dirty == {"n0", "n1"}
+    shell.round("n0")
+    shell.round("n1")
+    assert shell.phase("n0") is Phase.SPARE  # kept for the job that loses a node next
+    assert taints(shell, "n1") == {RESERVED_TAINT: JOB}
+    assert shell.store.status("n1").reason == "SpareLent"
+    shell.round("n1")
+    assert shell.cluster.writes("tolerate") == [(["train/trainer-1"], RESERVED_TAINT, JOB)]

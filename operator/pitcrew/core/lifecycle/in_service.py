@@ -6,7 +6,8 @@ start, or a ValidationRun that asks for it. Taking it out passes the circuit
 breaker first (:func:`take_out`); kept in service, it carries no Pitcrew cordon.
 A Spare is a validated node kept free by its taint; it goes back to work when
 the pool holds more spares than it wants, or serves the training job that lost a
-node (:mod:`.reserved`): reserved for it, Healthy, until the job's pod lands there.
+node, or else one whose pods wait for capacity (:mod:`.reserved`): reserved for it,
+Healthy, until the job's pod lands there.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from pitcrew.core.lifecycle.facts import (
     spares_wanted,
 )
 from pitcrew.core.lifecycle.probes import start_validation
-from pitcrew.core.lifecycle.reserved import offer_spares, reservation, reserved
+from pitcrew.core.lifecycle.reserved import lend, offer_spares, reservation, reserved
 from pitcrew.core.lifecycle.service import hold_as_spare, lift_cordon
 
 
@@ -163,6 +164,8 @@ def spare(b: Builder) -> None:
         b.actions.append(
             a.RemoveTaint(taint=SPARE_TAINT, reason="SpareSurplus", message="spare taint removed")
         )
+    else:
+        lend(b)
 
 
 def maintenance(b: Builder) -> None:

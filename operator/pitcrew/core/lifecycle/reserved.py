@@ -30,6 +30,15 @@ with it. It ends:
 
 A node taken out that runs no training job releases the oldest spare to any work,
 as before: nothing identifies what its pods' replacements are.
+
+A spare also serves a training job's pod that waits for capacity for another reason
+(a node people cordoned, a job that grew) when no displaced job needs it
+(:func:`lend`): held back for faults alone, spares equal to the pool's headroom left
+such a job waiting beside idle nodes. The oldest ``spares.keepForDisplaced`` spares
+are never lent; each other spare, deciding itself, is reserved for the job that waits
+for more nodes than it holds reserved (the job closest to running first: fewest pods
+waiting), and from there the reservation runs as above. A pod that tolerates a
+reservation no node holds any more (one it did not take in time) is not lent another.
 """
 
 from __future__ import annotations
@@ -38,7 +47,7 @@ import datetime
 from collections import Counter
 
 from pitcrew.api.gpunode import Phase, ReservationStatus
-from pitcrew.api.vocabulary import RESERVED_TAINT
+from pitcrew.api.vocabulary import RESERVED_TAINT, SPARE_TAINT
 from pitcrew.core import actions as a
 from pitcrew.core.evidence import Finding
 from pitcrew.core.job_discovery import taint_value
@@ -47,7 +56,7 @@ from pitcrew.core.lifecycle.facts import elapsed, spares_wanted
 from pitcrew.core.lifecycle.service import hold_as_spare
 from pitcrew.core.views import NodeView, PodView
 
-__all__ = ["job_of", "offer_spares", "reservation", "reserved"]
+__all__ = ["job_of", "lend", "offer_spares", "reservation", "reserved"]
 
 
 def job_of(pod: PodView) -> str:
@@ -81,6 +90,50 @@ def offer_spares(b: Builder, found: Finding) -> None:
                 message=f"reserved for job {job}, which loses {b.node.name} ({found.reason})",
             )
         )
+
+
+def lend(b: Builder) -> None:
+    """Reserve this spare for a training job whose pods wait for capacity, unless it is
+    among the spares kept for displaced jobs."""
+    keep = b.policy.spec.spares.keep_for_displaced
+    if b.node.name not in b.fleet.spares[keep:]:
+        return
+    wanting = _wanting(b)
+    if not wanting:
+        return
+    job = min(wanting, key=lambda j: (wanting[j], j))
+    pods = wanting[job]
+    b.set(reservation=ReservationStatus(job=job, since=b.now, waiting_since=b.now))
+    message = f"lent to job {job}, whose {pods} pods wait for capacity"
+    b.go(Phase.HEALTHY, "SpareLent", message)
+    b.actions.append(
+        a.SetTaint(
+            taint=RESERVED_TAINT,
+            value=job,
+            reason="SpareLent",
+            message=message,
+            replaces=SPARE_TAINT,
+        )
+    )
+
+
+def _wanting(b: Builder) -> dict[str, int]:
+    """The jobs whose pods that wait for capacity, and fit this node, outnumber the
+    nodes reserved for them: how many more nodes each waits for."""
+    node = b.node
+    labels = node.labels
+    fits = [
+        p
+        for p in b.state.waiting
+        if (job := job_of(p))
+        and (not node.gpus or 0 < p.gpus <= node.gpus)
+        and all(labels.get(k) == v for k, v in p.node_selector)
+        and (not p.tolerates or b.fleet.reserved.get(job, 0))
+    ]
+    counts = Counter(job_of(p) for p in fits)
+    return {
+        job: more for job, n in counts.items() if (more := n - b.fleet.reserved.get(job, 0)) > 0
+    }
 
 
 def reserved(b: Builder) -> bool:
