@@ -260,6 +260,9 @@ def test_the_json_contract() -> None:
         assert policy["spares"] == (0 if name in (PEOPLE, STOCK) else 1)
         assert set(policy["stragglers"]) == {"faults", "hours", "throughputLost", "mfuLost"}
         assert policy["effectiveGoodput"] <= policy["jobGoodput"]
+        assert policy["hangs"] >= 0
+    assert out["settings"]["world"] == "realistic"
+    assert out["worldSweeps"] == []  # only with --report
     assert out["mtbfHours"] > 0
     assert out["advice"]["checkpointInterval"] > 0
     assert out["settings"]["checkpointInterval"] == 1200
@@ -304,6 +307,8 @@ def test_the_report_has_its_page_and_plots(tmp_path: Path) -> None:
     assert "| defaults |" in page
     assert "`defaults` over the stock cluster:" in page
     assert "| warning share |" in page
+    for number in ("hang_share", "pod_start", "sdc_detection", "leaf_share", "spare_contention"):
+        assert f"| {number} | stock | defaults |" in page  # the realistic world's sweeps
     assert "| policy | stragglers | hours at a straggler's pace |" in page
     for plot in ("goodput.png", "badput.png", "spares.png", "warning.png"):
         assert (tmp_path / plot).read_bytes()[:4] == b"\x89PNG"
