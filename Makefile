@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test lint unit e2e chaos devcluster-build prometheus slurm slurm-trixie images images-check image-tools operator-image clean
+.PHONY: demo test lint unit e2e chaos devcluster-build prometheus slurm slurm-trixie images images-check image-tools operator-image real-node-tools clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -78,6 +78,24 @@ image-tools:
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 	    mmdebstrap podman runc uidmap; }
 
+# A devcluster's real kubelet nodes (`pitcrew devcluster up --real-nodes N`,
+# tests/e2e/realnode): Debian's containerd (with ctr) and runc, catatonit (the
+# sandbox image's one file), the CNI plugins and iptables. The kubelet is the
+# devcluster binary's own. On a host that runs systemd the containerd package starts
+# and enables containerd.service; each real node runs a containerd of its own, so a
+# containerd installed here is stopped and disabled again.
+real-node-tools:
+	@command -v containerd >/dev/null && command -v ctr >/dev/null && command -v runc >/dev/null && \
+	  command -v catatonit >/dev/null && command -v iptables >/dev/null && \
+	  test -x /usr/lib/cni/bridge || { \
+	  had_containerd=$$(command -v containerd); \
+	  echo "installing real-node tools (Debian packages containerd runc catatonit containernetworking-plugins iptables)"; \
+	  $(SUDO) apt-get update -qq && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    containerd runc catatonit containernetworking-plugins iptables && \
+	  if [ -z "$$had_containerd" ] && [ -d /run/systemd/system ]; then \
+	    $(SUDO) systemctl disable --now containerd.service || true; fi; }
+
 images: image-tools
 	scripts/build-images.sh
 
@@ -104,7 +122,7 @@ unit: $(VENV)/.installed
 runtime-check:
 	scripts/check-runtime.sh
 
-e2e: operator-image devcluster-build prometheus slurm slurm-trixie
+e2e: operator-image devcluster-build real-node-tools prometheus slurm slurm-trixie
 	$(BIN)/pytest tests/e2e
 
 # The chaos suite runs last, in a pytest session (and devcluster) of its own: it
@@ -113,7 +131,7 @@ CHAOS_SECONDS ?= 60
 chaos: devcluster-build
 	PITCREW_CHAOS_SECONDS=$(CHAOS_SECONDS) $(BIN)/pytest tests/e2e/chaos
 
-test: lint runtime-check operator-image devcluster-build prometheus slurm slurm-trixie
+test: lint runtime-check operator-image devcluster-build real-node-tools prometheus slurm slurm-trixie
 	$(BIN)/pytest
 	$(MAKE) chaos
 

@@ -1,6 +1,7 @@
 // Command devcluster is one multi-call binary holding the pieces of a real
 // Kubernetes control plane: etcd, kube-apiserver, kube-controller-manager and
-// kube-scheduler, built from their published Go modules.
+// kube-scheduler, built from their published Go modules, and the kubelet that
+// `pitcrew devcluster up --real-nodes` runs beside kwok's simulated nodes.
 //
 // Why one binary: linking four Kubernetes binaries separately costs four times
 // the link time and disk for code that is 90 % shared; dispatching on the
@@ -9,6 +10,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 
@@ -21,17 +23,19 @@ import (
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
+	kubelet "k8s.io/kubernetes/cmd/kubelet/app"
 )
 
 var commands = map[string]func() *cobra.Command{
 	"kube-apiserver":          apiserver.NewAPIServerCommand,
 	"kube-controller-manager": controllermanager.NewControllerManagerCommand,
 	"kube-scheduler":          func() *cobra.Command { return scheduler.NewSchedulerCommand() },
+	"kubelet":                 func() *cobra.Command { return kubelet.NewKubeletCommand(context.Background()) },
 }
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: devcluster etcd|kube-apiserver|kube-controller-manager|kube-scheduler [flags]")
+		fmt.Fprintln(os.Stderr, "usage: devcluster etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubelet [flags]")
 		os.Exit(2)
 	}
 	name, args := os.Args[1], os.Args[2:]

@@ -61,6 +61,7 @@ def _devcluster_up(args: argparse.Namespace) -> int:
         model=get_model(args.gpu_model),
         apiserver_port=args.port,
         timeout=args.timeout,
+        real_nodes=args.real_nodes,
     )
     if args.with_pitcrew:
         from pitcrew.deploy import install  # noqa: PLC0415
@@ -325,6 +326,12 @@ def _add_devcluster(commands: Commands) -> None:
     up.add_argument("--nodes", type=int, default=8)
     up.add_argument("--gpus-per-node", type=int, default=8)
     up.add_argument("--gpu-model", default="H100")
+    up.add_argument(
+        "--real-nodes",
+        type=int,
+        default=0,
+        help="real kubelet nodes beside the simulated ones (root, containerd: docs/development.md)",
+    )
     up.add_argument("--port", type=int, default=None, help="kube-apiserver port (default: free)")
     up.add_argument("--timeout", type=float, default=180.0, help="seconds per component")
     up.add_argument(

@@ -1,4 +1,5 @@
-"""Start and stop a real local Kubernetes control plane with simulated GPU nodes.
+"""Start and stop a real local Kubernetes control plane with simulated GPU nodes,
+and real kubelet nodes beside them on request (:mod:`pitcrew.dev.devcluster.realnode`).
 
 The launcher starts etcd, kube-apiserver (authorization Node,RBAC, real
 x509 authentication), kube-controller-manager (all default controllers, each
@@ -37,8 +38,8 @@ import yaml
 from kubernetes import client
 
 from gpuhealth.models import GpuModel
-from pitcrew.api.vocabulary import SIMULATED_LABEL
-from pitcrew.dev.devcluster import build, nodes, pki
+from pitcrew.api.vocabulary import GPU_RESOURCE, SIMULATED_LABEL
+from pitcrew.dev.devcluster import build, nodes, pki, realnode
 from pitcrew.dev.devcluster.errors import DevclusterError
 from pitcrew.kube.client import api_client
 
@@ -46,6 +47,7 @@ STAGES_FILE = Path(__file__).with_name("stages.yaml")
 LOG_TAIL_LINES = 30
 STOP_GRACE_SECONDS = 10.0
 SERVICE_CIDR = "10.96.0.0/16"
+KUBERNETES_SERVICE_IP = "10.96.0.1"
 POD_CIDR = "10.244.0.0/16"
 
 
@@ -70,6 +72,7 @@ class ClusterState:
     gpus_per_node: int
     gpu_model: str
     processes: list[Process] = field(default_factory=list)
+    real_nodes: int = 0
 
     @classmethod
     def load(cls, directory: Path) -> ClusterState | None:
@@ -241,11 +244,14 @@ def up(
     timeout: float = 180.0,
     apiserver_flags: dict[str, str] | None = None,
     beat: Heartbeats | None = None,
+    real_nodes: int = 0,
     log: Callable[[str], None] = print,
 ) -> ClusterState:
     """Build if needed, start the control plane and ``node_count`` fake GPU nodes;
     past 1,000 nodes the kubelets' heartbeats slow down with the fleet
-    (:func:`heartbeats`) unless ``beat`` says how often they come.
+    (:func:`heartbeats`) unless ``beat`` says how often they come. ``real_nodes``
+    real kubelets join beside them (:mod:`~pitcrew.dev.devcluster.realnode`: root only),
+    with the same GPU labels and resource.
     ``apiserver_flags`` (``{"--name": "value"}``) add to kube-apiserver's or replace
     them (a benchmark's audit log)."""
     directory = directory.resolve()
@@ -257,6 +263,8 @@ def up(
         )
     if apiserver_port is not None:
         ensure_port_free(apiserver_port, component="kube-apiserver")
+    if real_nodes:
+        realnode.check_host()
     binaries = build.ensure_built(log=log)
 
     shutil.rmtree(directory, ignore_errors=True)
@@ -272,6 +280,7 @@ def up(
         nodes=node_count,
         gpus_per_node=gpus_per_node,
         gpu_model=model.name,
+        real_nodes=real_nodes,
     )
     for user in pki.CLIENTS:
         name = "kubeconfig" if user == "admin" else f"{user}.kubeconfig"
@@ -305,16 +314,48 @@ def up(
             timeout=timeout,
             what=f"all {node_count} nodes Ready",
         )
+        if real_nodes:
+            realnode.start(
+                launch,
+                directory=directory,
+                count=real_nodes,
+                devcluster=binaries.devcluster,
+                kubeconfig=lambda name: node_kubeconfig(directory=directory, node=name),
+                admin=admin,
+                ca_cert=credentials.ca_cert,
+                service_ip=KUBERNETES_SERVICE_IP,
+                apiserver_port=port,
+                labels=nodes.gpu_labels(model=model, gpus=gpus_per_node),
+                resource=GPU_RESOURCE,
+                gpus=gpus_per_node,
+                free_port=free_port,
+                timeout=timeout,
+                log=log,
+            )
     except BaseException:
-        for process in reversed(state.processes):
-            stop_process(process)
+        _stop_all(state, log=lambda _: None)
         (directory / "state.json").unlink(missing_ok=True)
         raise
     log(
         f"devcluster ready in {time.monotonic() - started:.1f}s: {server}, "
-        f"{node_count} nodes Ready."
+        f"{node_count} nodes Ready" + (f", {real_nodes} real." if real_nodes else ".")
     )
     return state
+
+
+def _stop_all(state: ClusterState, *, log: Callable[[str], None]) -> None:
+    """Stop the real nodes first (their containers, and what they changed on the
+    host), then every process, newest first."""
+
+    def stop(name: str) -> None:
+        for process in state.processes:
+            if process.name == name and is_alive(process):
+                stop_process(process)
+                log(f"stopped {process.name} (pid {process.pid})")
+
+    realnode.teardown(Path(state.dir), stop=stop, log=log)
+    for process in reversed(state.processes):
+        stop(process.name)
 
 
 @dataclass(frozen=True)
@@ -432,6 +473,11 @@ def _start_components(
                 # devcluster needs it to, so no endpoint reconciler runs.
                 "--endpoint-reconciler-type=none",
                 "--allow-privileged=true",
+                # A real node's name resolves nowhere (DNS would leave the machine): the
+                # apiserver calls kubelets at their InternalIP, as kubeadm's identity.
+                "--kubelet-preferred-address-types=InternalIP",
+                f"--kubelet-client-certificate={credentials.client_cert(pki.KUBELET_CLIENT)}",
+                f"--kubelet-client-key={credentials.client_key(pki.KUBELET_CLIENT)}",
                 "--profiling=false",
                 "--max-requests-inflight=800",
                 "--max-mutating-requests-inflight=400",
@@ -550,9 +596,7 @@ def down(*, directory: Path, log: Callable[[str], None] = print) -> bool:
     if state is None:
         log(f"no devcluster in {directory}")
         return False
-    for process in reversed(state.processes):
-        stop_process(process)
-        log(f"stopped {process.name} (pid {process.pid})")
+    _stop_all(state, log=log)
     shutil.rmtree(directory, ignore_errors=True)
     return True
 
@@ -591,5 +635,6 @@ def status(*, directory: Path) -> dict[str, Any]:
         "nodes": state.nodes,
         "gpusPerNode": state.gpus_per_node,
         "gpuModel": state.gpu_model,
+        "realNodes": state.real_nodes,
         "components": components,
     }

@@ -27,6 +27,15 @@ def node_name(index: int) -> str:
     return f"gpu-node-{index:04d}"
 
 
+def gpu_labels(*, model: GpuModel, gpus: int) -> dict[str, str]:
+    """What GPU Feature Discovery labels a node with: fake and real nodes alike."""
+    return {
+        "nvidia.com/gpu.present": "true",
+        GPU_PRODUCT_LABEL: model.product,
+        "nvidia.com/gpu.count": str(gpus),
+    }
+
+
 def node_manifest(*, index: int, model: GpuModel, gpus: int) -> dict[str, Any]:
     name = node_name(index)
     resources = {
@@ -45,9 +54,7 @@ def node_manifest(*, index: int, model: GpuModel, gpus: int) -> dict[str, Any]:
                 "kubernetes.io/hostname": name,
                 "kubernetes.io/os": "linux",
                 "kubernetes.io/arch": "amd64",
-                "nvidia.com/gpu.present": "true",
-                GPU_PRODUCT_LABEL: model.product,
-                "nvidia.com/gpu.count": str(gpus),
+                **gpu_labels(model=model, gpus=gpus),
                 RACK_LABEL: f"rack-{index // NODES_PER_RACK:03d}",
                 SIMULATED_LABEL: "true",
             },

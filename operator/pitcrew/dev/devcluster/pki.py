@@ -32,6 +32,9 @@ CLIENTS: dict[str, tuple[str, str | None]] = {
     "scheduler": ("system:kube-scheduler", None),
     "kwok": ("kwok", "system:masters"),
 }
+KUBELET_CLIENT = "apiserver-kubelet-client"
+"""The apiserver's identity towards kubelets (logs, exec), as kubeadm's: a real node's
+kubelet authenticates it with the devcluster CA and asks the apiserver what it may do."""
 
 
 @dataclass(frozen=True)
@@ -162,6 +165,12 @@ def create(directory: Path) -> Pki:
 
     for stem, (common_name, organisation) in CLIENTS.items():
         issue_client(pki, stem, common_name=common_name, organisation=organisation)
+    issue_client(
+        pki,
+        KUBELET_CLIENT,
+        common_name="kube-apiserver-kubelet-client",
+        organisation="system:masters",
+    )
 
     sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     _write(pki.sa_key, _pem_key(sa_key), private=True)
