@@ -9,7 +9,11 @@ exactly as on hardware, and tests control time instead of sleeping.
 
 An ``xid`` fault produces one XID event the first time it is sampled, as the
 driver logs it once; it stays in the fault list (the annotation) until
-cleared, but is not reported again.
+cleared, but is not reported again. Given a kernel log (:class:`KernelLog`), the
+simulated node also reports the XIDs and SXids the log shows, as NVML's backend
+does: a real node without GPUs then reads its real ``/dev/kmsg`` the way the agent
+on a GPU node would, and a driver line written there is a fault of the simulated GPU
+at that bus address.
 
 Healthy readings are noisy by default (:mod:`gpuhealth.backends.noise`):
 temperatures wander, power and clocks follow the load, correctable counters
@@ -28,6 +32,7 @@ from typing import Any, TypeVar
 
 from gpuhealth import faults as f
 from gpuhealth.backends.noise import Noise, NoiseSource
+from gpuhealth.kernel_log import KernelLog
 from gpuhealth.models import GpuModel
 from gpuhealth.report import GpuIdentity
 from gpuhealth.samples import (
@@ -81,8 +86,10 @@ class SimBackend:
         clock: Clock = utc_now,
         noise: Noise | float = 1.0,
         sleep: Callable[[float], object] = time.sleep,
+        kernel_log: KernelLog | None = None,
     ) -> None:
         self.node = node
+        self.kernel_log = kernel_log
         self.model = model
         self.gpu_count = gpus
         self.clock = clock
@@ -307,18 +314,29 @@ class SimBackend:
             raise SimNvmlError("NVML_ERROR_UNKNOWN: simulated transient driver error")
         gpus = {i: g for i in range(self.gpu_count) if (g := self._gpu(i)) is not None}
         driver = next((x.version for x in self._of(f.DriverMismatch)), HEALTHY_DRIVER)
+        xids, sxids, errors = self._xids(gpus), self._sxids(), {}
+        if self.kernel_log is not None:
+            found = self.kernel_log.read()
+            xids.extend(found.xids)
+            sxids.extend(found.sxids)
+            if self.kernel_log.error:
+                errors["xid"] = self.kernel_log.error
+            if self.kernel_log.partial_reason:
+                errors["kernel-log"] = self.kernel_log.partial_reason
         return NodeSample(
             time=self.clock(),
             gpus=tuple(gpus.values()),
             driver_version=driver,
             cuda_version=HEALTHY_CUDA,
-            xids=tuple(self._xids(gpus)),
-            sxids=tuple(self._sxids()),
+            xids=tuple(xids),
+            sxids=tuple(sxids),
             ib_ports=self._ib_ports(),
+            errors=errors,
         )
 
     def close(self) -> None:
-        """Nothing to release."""
+        if self.kernel_log is not None:
+            self.kernel_log.close()
 
 
 _UNREAD: dict[str, dict[str, Any]] = {

@@ -36,6 +36,7 @@ from prometheus_client import Counter, Gauge, start_http_server
 from gpuhealth.backends.sim import SimBackend
 from gpuhealth.checks import Expectations
 from gpuhealth.errors import GpuhealthError
+from gpuhealth.kernel_log import KernelLog
 from gpuhealth.models import GpuModel, get_model
 from gpuhealth.report import CheckResult, CheckStatus, Report
 from gpuhealth.runner import Checker
@@ -301,7 +302,8 @@ def main(
 ) -> None:
     """``pitcrew agent``: the agent on a GPU node. ``simulated`` swaps NVML for the
     sim backend (a healthy node of the model its label names): the agent's own
-    API traffic, RBAC and admission then run for real on machines without GPUs."""
+    API traffic, RBAC and admission then run for real on machines without GPUs, and
+    its kernel log too, when it has one (a devcluster's real node)."""
     api = api_client(kubeconfig)
     core_api = client.CoreV1Api(api)
 
@@ -313,7 +315,10 @@ def main(
     backend: Any
     if simulated:
         backend = SimBackend(
-            node=node, model=simulated_model(node_obj), gpus=gpu_capacity(node_obj)
+            node=node,
+            model=simulated_model(node_obj),
+            gpus=gpu_capacity(node_obj),
+            kernel_log=KernelLog(Path(kernel_log)) if kernel_log else None,
         )
     else:
         from gpuhealth.backends.nvml import NvmlBackend  # noqa: PLC0415 - needs the driver

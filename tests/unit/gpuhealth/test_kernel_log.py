@@ -17,8 +17,10 @@ from typing import Any
 import pytest
 
 from gpuhealth.backends.nvml import NvmlBackend
+from gpuhealth.backends.sim import SimBackend
 from gpuhealth.cli import main
 from gpuhealth.kernel_log import KernelLog
+from gpuhealth.models import get_model
 from gpuhealth.parsers import ParseError, kmsg
 from gpuhealth.report import FaultClass, RecommendedAction
 
@@ -292,3 +294,26 @@ def test_parse_kmsg_reads_an_nvswitch_sxid_as_a_switch_event_never_a_gpu_xid(
     assert payload["xids"] == []
     ((sxid),) = payload["sxids"]
     assert (sxid["code"], sxid["switch"], sxid["fatal"]) == (12028, "nvswitch3", False)
+
+
+def test_the_sim_backend_reports_the_xids_its_kernel_log_shows(tmp_path: Path) -> None:
+    log = tmp_path / "kern.log"
+    log.write_text("")
+    backend = SimBackend(node="n", model=get_model("H100"), noise=0, kernel_log=KernelLog(log))
+    assert backend.sample().xids == ()
+    bus = backend.identity(0).pci_bus_id  # 00000000:18:00.0, as NVML says it
+    with log.open("a") as out:
+        out.write(
+            f"NVRM: Xid (PCI:{bus[4:14]}): 79, pid='<unknown>', GPU has fallen off the bus.\n"
+        )
+    (event,) = backend.sample().xids
+    assert (event.code, event.pci_bus_id) == (79, "0000:18:00")
+    assert backend.sample().xids == ()  # read once, as the driver logs it once
+    backend.close()
+
+
+def test_the_sim_backend_says_when_its_kernel_log_cannot_be_read(tmp_path: Path) -> None:
+    backend = SimBackend(
+        node="n", model=get_model("H100"), noise=0, kernel_log=KernelLog(tmp_path / "none")
+    )
+    assert backend.sample().errors["xid"].startswith(f"cannot read {tmp_path / 'none'}")
