@@ -42,6 +42,7 @@ job's GPUs times their peak dense bf16 FLOP/s.
 from __future__ import annotations
 
 import datetime
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -149,6 +150,74 @@ class Tick:
     gpus: int = 0
 
 
+@dataclass(frozen=True)
+class _Pods:
+    """What a tick reads of its observation's pods, read in one pass. The ledger keeps
+    it: a tick handed the very same pods (a caller that builds them again only when
+    one changes, as the simulator does at every event of a long job) reads nothing
+    again, so such a tick costs nothing per pod."""
+
+    pods: tuple[JobPod, ...]
+    present: dict[str, JobPod]
+    """The pods not gone, by key."""
+    keys: frozenset[str]
+    """Every pod's key, gone or not."""
+    alive: int
+    """Pods not gone that run or are yet to run."""
+    live: int
+    """Pods not gone that run."""
+    started: datetime.datetime | None
+    """The latest start of those."""
+    latest_start: datetime.datetime | None
+    """The latest start of any pod."""
+    gpus: int
+    """GPUs of the running pods (gone or not)."""
+    peak: float
+    """Their peak FLOP/s, where known."""
+
+    @classmethod
+    def of(cls, pods: tuple[JobPod, ...]) -> _Pods:
+        present: dict[str, JobPod] = {}
+        alive = live = gpus = 0
+        peak = 0.0
+        started: datetime.datetime | None = None
+        for pod in pods:
+            if pod.running:
+                gpus += pod.gpus
+                if pod.peak_flops_per_gpu:
+                    peak += pod.gpus * pod.peak_flops_per_gpu
+            if pod.gone:
+                continue
+            present[pod.key] = pod
+            if pod.running or pod.stopped_at is None:
+                alive += 1
+            if pod.running:
+                live += 1
+                if pod.started_at and (started is None or pod.started_at > started):
+                    started = pod.started_at
+        return cls(
+            pods=pods,
+            present=present,
+            keys=frozenset(p.key for p in pods),
+            alive=alive,
+            live=live,
+            started=started,
+            latest_start=max((p.started_at for p in pods if p.started_at), default=None),
+            gpus=gpus,
+            peak=peak,
+        )
+
+    def started_by(self, when: datetime.datetime) -> datetime.datetime | None:
+        """The latest start of a pod at or before ``when``."""
+        latest = self.latest_start
+        if latest is None or latest <= when:
+            return latest
+        return max(
+            (p.started_at for p in self.pods if p.started_at and p.started_at <= when),
+            default=None,
+        )
+
+
 class State(StrEnum):
     WAITING = "waiting"
     RUNNING = "running"
@@ -190,6 +259,8 @@ class JobLedger:
     achieved_flops: float | None = None
     _alive: dict[datetime.datetime, int] = field(default_factory=dict, repr=False)
     """This tick's count of pods running at an instant, by instant (see ``_was_whole``)."""
+    _seen: _Pods | None = field(default=None, repr=False)
+    """The previous tick's pods, as read."""
 
     def tick(self, observation: JobObservation, now: datetime.datetime) -> Tick:
         out = Tick()
@@ -199,11 +270,13 @@ class JobLedger:
             created = min((p.created_at for p in observation.pods if p.created_at), default=None)
             self.since = max(self.last, created or self.last)
         self.last = now
-        present = [p for p in observation.pods if not p.gone]
+        pods = self._seen
+        same = pods is not None and pods.pods is observation.pods
+        if pods is None or not same:
+            pods = _Pods.of(observation.pods)
         # Without a declared size, the most pods seen alive at once (running or yet to
         # run: a stopped pod beside its replacement is not one more).
-        alive = [p for p in present if p.running or p.stopped_at is None]
-        self.size = observation.size or max(self.size, len(alive))
+        self.size = observation.size or max(self.size, pods.alive)
         if self.state is State.FINISHED:
             return out
         if observation.finished:
@@ -211,36 +284,38 @@ class JobLedger:
             self.state = State.FINISHED
             return out
         # What the job shows, in the order it happened: its reports (rank 0's last words
-        # from a pod already gone among them) and its pods' stops.
-        for _, _, event in self._events(observation, now):
+        # from a pod already gone among them) and its pods' stops. The very pods of the
+        # previous tick show no stop or restart it has not taken already.
+        for _, _, event in self._events(observation, now, pods=() if same else observation.pods):
             if isinstance(event, Progress):
-                self._report(event, observation, now, out)
+                self._report(event, observation, pods, out)
             else:
                 self._stopped(event, observation, now, out)
-        self._now(observation, now, out)
-        self.pods = {p.key: p for p in present}
-        keys = {p.key for p in observation.pods}
-        self.used = {k: t for k, t in self.used.items() if k in keys}
-        live = [p for p in observation.pods if p.running]
-        out.gpus = sum(p.gpus for p in live)
-        peak = sum(p.gpus * p.peak_flops_per_gpu for p in live if p.peak_flops_per_gpu)
-        if self.state is State.RUNNING and self.achieved_flops is not None and peak > 0:
-            out.mfu = self.achieved_flops / peak
+        self._now(observation, pods, now, out, same=same)
+        if not same:
+            self.pods = pods.present
+            self.used = {k: t for k, t in self.used.items() if k in pods.keys}
+        self._seen = pods
+        out.gpus = pods.gpus
+        if self.state is State.RUNNING and self.achieved_flops is not None and pods.peak > 0:
+            out.mfu = self.achieved_flops / pods.peak
         return out
 
     def _events(
-        self, observation: JobObservation, now: datetime.datetime
+        self, observation: JobObservation, now: datetime.datetime, *, pods: Iterable[JobPod]
     ) -> list[tuple[datetime.datetime, int, Progress | JobPod]]:
         events: list[tuple[datetime.datetime, int, Progress | JobPod]] = []
         for report in {*observation.reports, observation.progress}:
             if report is not None and (self.newest is None or report.time > self.newest):
                 events.append((report.time, 0, report))
-        for pod in observation.pods:
-            before = self.pods.get(pod.key)
+        used, before_pods = self.used, self.pods
+        for pod in pods:
             if not pod.running and pod.stopped_at is not None:
-                if self.used.get(pod.key) != pod.stopped_at:
+                if used.get(pod.key) != pod.stopped_at:
                     events.append((min(pod.stopped_at + SECOND_END, now), 1, pod))
-            elif before is not None and pod.restarts > before.restarts:
+                continue
+            before = before_pods.get(pod.key)
+            if before is not None and pod.restarts > before.restarts:
                 stopped = pod.stopped_at + SECOND_END if pod.stopped_at else now
                 events.append((min(stopped, now), 1, pod))
         events.sort(key=lambda e: (e[0], e[1]))
@@ -249,7 +324,7 @@ class JobLedger:
     # -- the events -----------------------------------------------------------------------
 
     def _report(
-        self, report: Progress, observation: JobObservation, now: datetime.datetime, out: Tick
+        self, report: Progress, observation: JobObservation, pods: _Pods, out: Tick
     ) -> None:
         self.reports = True
         self.newest = report.time
@@ -266,7 +341,7 @@ class JobLedger:
                 self._checkpointed(report, out)
                 self.top_step = max(top or report.step, report.step)
         if self.state is not State.RUNNING:
-            self._resume_at(report, observation, out)
+            self._resume_at(report, pods, out)
         self._measure(report)
 
     def _stopped(
@@ -280,15 +355,22 @@ class JobLedger:
         elif self.state is not State.RUNNING and self._was_whole(pod, observation):
             self._lost_again(at, _cause({pod.node}, observation), out)
 
-    def _now(self, observation: JobObservation, now: datetime.datetime, out: Tick) -> None:
+    def _now(
+        self,
+        observation: JobObservation,
+        pods: _Pods,
+        now: datetime.datetime,
+        out: Tick,
+        *,
+        same: bool,
+    ) -> None:
         """What the pods show now, without a time: a pod gone without a trace or not all
         pods running is an interruption now; all running with no progress reporting is
         a resumption when the last pod started."""
-        live = [p for p in observation.pods if p.running and not p.gone]
-        everyone = bool(live) and len(live) >= self.size
+        everyone = pods.live > 0 and pods.live >= self.size
         if self.state is State.RUNNING:
-            current = {p.key for p in observation.pods}
-            missing = [p for k, p in self.pods.items() if k not in current]
+            # The very pods of the previous tick: none of them is missing.
+            missing = [] if same else [p for k, p in self.pods.items() if k not in pods.keys]
             if missing or not everyone:
                 lost = {p.node for p in missing} | {
                     p.node for p in observation.pods if not p.running
@@ -297,7 +379,7 @@ class JobLedger:
                 self._interrupt(
                     now, Cause.NODE_FAULT if lost & out_ else Cause.OTHER, observation, out
                 )
-        started = max((p.started_at for p in live if p.started_at), default=None)
+        started = pods.started
         if self.state is not State.RUNNING:
             if not everyone:
                 self._credit(out, self._down(), now)
@@ -367,7 +449,7 @@ class JobLedger:
             self._alive[at] = count
         return count
 
-    def _resume_at(self, report: Progress, observation: JobObservation, out: Tick) -> None:
+    def _resume_at(self, report: Progress, pods: _Pods, out: Tick) -> None:
         """Progress resumed if ``report`` shows steps beyond the checkpoint the job
         restarted from: at the report's time less those steps at the measured step
         time (or, with none measured yet, when the last pod that made it started)."""
@@ -379,14 +461,7 @@ class JobLedger:
             return
         # Pods started after the report did not make it (replacements of a later loss);
         # pods gone since may have (the report is their last words).
-        started = max(
-            (
-                p.started_at
-                for p in observation.pods
-                if p.started_at and p.started_at <= report.time
-            ),
-            default=None,
-        )
+        started = pods.started_by(report.time)
         if self.step_seconds is not None:
             steps = datetime.timedelta(seconds=(report.step - restart) * self.step_seconds)
             estimate = report.time - steps

@@ -31,7 +31,7 @@ healthy one's. What the pace costs is counted here (``slowed``).
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
@@ -61,6 +61,10 @@ class Hosts(Protocol):
 
     def keeps(self, node: Node) -> bool:
         """A recreated pod of this node's rank lands on it again."""
+
+    def doubtful(self, job: Job) -> list[Node]:
+        """The job's nodes that may refuse their rank's recreated pod (every node
+        :meth:`keeps` refuses is among them), in rank order."""
 
     def blocked(self, ranks: dict[int, int]) -> bool:
         """One of these nodes has a fault that crashes the job at once."""
@@ -148,9 +152,11 @@ class Job:
         self.epoch = 0
         self.ranks: list[Node | None] = [None] * size
         self.rank_of: dict[int, int] = {}
-        self.pods: list[JobPod] = [JobPod(f"trainer-{r}", False, "", gpus) for r in range(size)]
+        # Built again only when a pod changes: the ledger reads the same pods for nothing.
+        self.pods = tuple(JobPod(f"trainer-{r}", False, "", gpus) for r in range(size))
         self.incarnation = [0] * size
-        self.unplaced = size
+        self.unplaced = set(range(size))
+        """Ranks without a node."""
         self.relaunching = False
         self.short = 0
         """Ranks the cluster could not place at once (waiting for a node)."""
@@ -171,18 +177,18 @@ class Job:
     # -- the cluster's side ---------------------------------------------------------------
 
     def assign(self, rank: int, node: Node) -> None:
-        if self.ranks[rank] is None:
-            self.unplaced -= 1
+        self.unplaced.discard(rank)
         self.ranks[rank] = node
         self.rank_of[node.index] = rank
         self.incarnation[rank] += 1
-        self.pods[rank] = JobPod(
+        pod = JobPod(
             f"trainer-{rank}",
             False,
             node.name,
             self.gpus,
             uid=f"trainer-{rank}-{self.incarnation[rank]}",
         )
+        self.pods = (*self.pods[:rank], pod, *self.pods[rank + 1 :])
 
     def begin(self) -> None:
         """Start training at time zero on the ranks placed so far (all of them)."""
@@ -195,10 +201,10 @@ class Job:
         rank = self.rank_of.pop(node.index, None)
         if rank is not None:
             self.ranks[rank] = None
-            self.unplaced += 1
+            self.unplaced.add(rank)
 
     def pending(self) -> list[int]:
-        return [r for r, node in enumerate(self.ranks) if node is None]
+        return sorted(self.unplaced)
 
     def set_short(self, short: int) -> None:
         now = self.clock.now
@@ -342,8 +348,8 @@ class Job:
         self.relaunching = False
         if self.state is not State.DOWN:
             return
-        for node in list(self.ranks):
-            if node is not None and not self.hosts.keeps(node):
+        for node in self.hosts.doubtful(self):
+            if not self.hosts.keeps(node):
                 self.vacate(node)
                 self.hosts.release(node)
         self.hosts.fill(self)
@@ -527,15 +533,28 @@ class Job:
     def _pods_running(self) -> None:
         self.pods_up = True
         now = at(self.clock.now)
-        self.pods = [replace(p, running=True, started_at=now, stopped_at=None) for p in self.pods]
+        self.pods = tuple(
+            JobPod(p.name, True, p.node, p.gpus, uid=p.uid, restarts=p.restarts, started_at=now)
+            for p in self.pods
+        )
 
     def _stop_pods(self) -> None:
         """Every container exits (the launcher restarts them): a restart each."""
         self.pods_up = False
         now = at(self.clock.now)
-        self.pods = [
-            replace(p, running=False, restarts=p.restarts + 1, stopped_at=now) for p in self.pods
-        ]
+        self.pods = tuple(
+            JobPod(
+                p.name,
+                False,
+                p.node,
+                p.gpus,
+                uid=p.uid,
+                restarts=p.restarts + 1,
+                started_at=p.started_at,
+                stopped_at=now,
+            )
+            for p in self.pods
+        )
 
     def _checkpointing_so_far(self) -> float:
         """Blocking checkpoint time the ledger counts as productive: the finished ones,
@@ -546,7 +565,7 @@ class Job:
 
     def _tick(self, *, finished: bool = False) -> None:
         observation = JobObservation(
-            pods=tuple(self.pods),
+            pods=self.pods,
             progress=self._progress(),
             out_of_service=self.hosts.out_of_service(),
             size=self.size,

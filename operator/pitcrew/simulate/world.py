@@ -263,6 +263,16 @@ class World:
         since = node.down_since if node.down_since is not None else self.clock.now
         return self.clock.now - since < self.assumptions.not_ready_eviction
 
+    def doubtful(self, job: Job) -> list[Node]:
+        """The job's nodes in :attr:`lacking`: :meth:`refresh`, which follows every change
+        to a node, puts every node of the job that cannot take its pod there (and an
+        eviction its node), so the launcher's restart looks at those, not at every
+        rank (tests/unit/simulate/test_indexes.py holds it to a scan of every rank)."""
+        ranks = job.rank_of
+        return sorted(
+            (self.nodes[i] for i in self.lacking if i in ranks), key=lambda n: ranks[n.index]
+        )
+
     def blocked(self, ranks: dict[int, int]) -> bool:
         return any(i in ranks for i in self.blocking)
 
@@ -347,11 +357,11 @@ class World:
         if node.probe and self.operator is not None and self._verifying(node):
             return
         job = self.job
-        if job.down and job.unplaced > len(self.reclaiming):
+        if job.down and len(job.unplaced) > len(self.reclaiming):
             self.free.add(i)
             self.fill(job)
             job.try_start()
-        elif job.unplaced + len(self.lacking) > len(self.free):
+        elif len(job.unplaced) + len(self.lacking) > len(self.free):
             self.free.add(i)  # kept for the job, which lacks nodes
         else:
             node.other = True

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import datetime
+from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pitcrew.core.job_ledger import (
     PRODUCTIVE,
@@ -429,3 +432,57 @@ def test_progress_in_the_same_second_as_a_second_loss_was_made_before_it() -> No
     resumed = 17.6 - 2 * STEP
     assert found[WASTED] == pytest.approx((12.0 - 10.0) + (17.5 - resumed))
     assert found[RECOVERY] == pytest.approx((resumed - 12.0) + (19 - 17.5))
+
+
+ACTIONS = st.lists(
+    st.tuples(
+        st.sampled_from(["tick", "stop", "start", "move", "swap", "stop-one", "report", "gone"]),
+        st.integers(min_value=0, max_value=2),
+        st.integers(min_value=0, max_value=20),
+    ),
+    max_size=40,
+)
+
+
+@given(ACTIONS)
+@settings(max_examples=200, deadline=None)
+def test_the_very_same_pods_again_read_as_a_copy_of_them(
+    actions: list[tuple[str, int, int]],
+) -> None:
+    """A caller that hands the ledger the same tuple of pods while none changed (the
+    simulator) gets what a caller that builds them again every tick gets."""
+    same, copied = JobLedger(last=T0), JobLedger(last=T0)
+    job = [pod(f"r{i}", f"node-{i}", running=False, started=None) for i in range(3)]
+    pods_now = tuple(job)
+    t, step, moves = 0.0, 0, 0
+    progress: Progress | None = None
+    for action, rank, wait in actions:
+        t += wait
+        if action == "stop":
+            job = [
+                replace(p, running=False, restarts=p.restarts + 1, stopped_at=at(t)) for p in job
+            ]
+        elif action == "start":
+            job = [replace(p, running=True, started_at=at(t), stopped_at=None) for p in job]
+        elif action == "move":
+            moves += 1
+            job[rank] = pod(f"r{rank}", f"node-{3 + moves}", uid=f"u{moves}", running=False)
+        elif action == "swap":  # replaced between two ticks: gone without a trace
+            moves += 1
+            job[rank] = pod(f"r{rank}", f"node-{3 + moves}", uid=f"u{moves}", started=t)
+        elif action == "stop-one":
+            job[rank] = replace(job[rank], running=False, stopped_at=at(t))
+        elif action == "gone":
+            job[rank] = replace(job[rank], gone=True)
+        elif action == "report":
+            step += wait
+            progress = report(step, t, checkpoint=(step - step % 10, max(0.0, t - 5)))
+        if tuple(job) != pods_now:
+            pods_now = tuple(job)  # built again only when a pod changed
+        out = frozenset({"node-1"})
+        copy = tuple(p for p in pods_now)
+        assert copy is not pods_now
+        assert same.tick(JobObservation(pods_now, progress, out, size=3), at(t)) == copied.tick(
+            JobObservation(copy, progress, out, size=3), at(t)
+        )
+    assert same.state == copied.state

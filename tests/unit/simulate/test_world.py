@@ -287,6 +287,7 @@ def _reserved_spare_lands(contention: float) -> float:
     def reserve_and_crash() -> None:
         spare.view = replace(spare.view, taints=(Taint(key=RESERVED_TAINT, value=JOB_RESERVATION),))
         world.nodes[0].view = replace(world.nodes[0].view, unschedulable=True)
+        world.refresh(world.nodes[0])  # as after any change to a node
         world.refresh(spare)
         world.job.crash()
 
