@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -145,6 +146,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-attribution", action="store_true", help="skip the per-lever runs (faster)"
     )
     parser.add_argument(
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="simulations run at once, one process each (default: the CPUs); the "
+        "results do not depend on it",
+    )
+    parser.add_argument(
         "--target",
         type=float,
         default=0.97,
@@ -257,6 +265,8 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.stragglers_per_node_year < 0:
         parser.error("--stragglers-per-node-year must not be negative")
+    if args.jobs < 1:
+        parser.error("--jobs must be at least 1")
     settings = settings_from(args)
     contenders = contenders_from(args, settings)
     err = Console(stderr=True)
@@ -275,6 +285,7 @@ def main(argv: list[str]) -> int:
             if args.report is not None and settings.world is WorldKind.REALISTIC
             else (),
             progress=lambda name: err.print(f"simulating {name} ...", highlight=False),
+            jobs=args.jobs,
         )
     except ValueError as error:
         raise SimulationInputError(str(error)) from None

@@ -22,7 +22,8 @@ restart dumps", 2006), and the job goodput for a range of spare counts.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
 from pitcrew.api.meta import Duration
@@ -211,71 +212,118 @@ def compare(
     warning_shares: Iterable[float] = (),
     world_sweeps: Iterable[Sweep] = (),
     progress: Callable[[str], None] = lambda _: None,
+    jobs: int = 1,
 ) -> Comparison:
+    """Every run the comparison needs, planned first and run by :func:`simulate`
+    (``jobs`` at once); each run is seeded on its own, so ``jobs`` changes nothing
+    in the result."""
     assumptions = assumptions or Assumptions()
-    outcomes: dict[str, Outcome] = {}
-    pitcrew: list[Contender] = []
-    for contender in contenders:
-        progress(contender.name)
-        outcomes[contender.name] = run(settings, contender, assumptions)
-        if not contender.baseline:
-            pitcrew.append(contender)
-    levers: dict[str, dict[str, float]] = {}
-    if attribution:
-        for contender in pitcrew:
-            levers[contender.name] = _attribute(
-                settings, contender, outcomes[contender.name], assumptions, progress
+    contenders = list(contenders)
+    pitcrew = [c for c in contenders if not c.baseline]
+    plan = [Planned(c.name, settings, c) for c in contenders]
+    reduced = {c.name: _without_each_lever(c) for c in pitcrew} if attribution else {}
+    for name, without in reduced.items():
+        plan += [
+            Planned(f"{name} without {lever}", settings, other)
+            for lever, other in without.items()
+            if other is not None
+        ]
+    first = pitcrew[0] if pitcrew else None
+    counts = list(spares_curve) if first is not None else []
+    shares = list(warning_shares) if first is not None else []
+    numbers = list(world_sweeps) if first is not None else []
+    if first is not None:
+        assert first.spec is not None
+        for n in counts:
+            spares = Contender(first.name, with_spares(first.spec, n))
+            plan.append(Planned(f"{first.name} with {n} spares", settings, spares))
+        for share in shares:
+            plan += _stock_and(
+                first, f"warning share {share:g}", settings.with_(warning_share=share)
             )
-    curve: list[tuple[int, float]] = []
-    if pitcrew:
-        first = pitcrew[0]
-        for count in spares_curve:
-            assert first.spec is not None
-            progress(f"{first.name} with {count} spares")
-            spec = with_spares(first.spec, count)
-            outcome = run(settings, Contender(first.name, spec), assumptions)
-            curve.append((count, outcome.job_goodput))
-    sweep: list[tuple[float, float, float]] = []
-    if pitcrew:
-        for share in warning_shares:
-            progress(f"warning share {share:g}")
-            shared = settings.with_(warning_share=share)
-            baseline = run(shared, Contender(STOCK, None), assumptions)
-            policy = run(shared, pitcrew[0], assumptions)
-            sweep.append((share, baseline.job_goodput, policy.job_goodput))
-    worlds: list[tuple[Sweep, tuple[tuple[float, float, float], ...]]] = []
-    if pitcrew:
-        for number in world_sweeps:
-            points: list[tuple[float, float, float]] = []
+        for number in numbers:
             for value in number.values:
-                progress(f"{number.field} {value:g}")
                 at = settings.with_(realism=varied(settings.realism, number, value))
-                baseline = run(at, Contender(STOCK, None), assumptions)
-                policy = run(at, pitcrew[0], assumptions)
-                points.append((value, baseline.job_goodput, policy.job_goodput))
-            worlds.append((number, tuple(points)))
-    return Comparison(settings, outcomes, levers, tuple(curve), target, tuple(sweep), tuple(worlds))
+                plan += _stock_and(first, f"{number.field} {value:g}", at)
+    results = iter(simulate(plan, assumptions, jobs=jobs, progress=progress))
+    outcomes: dict[str, Outcome] = {}
+    for contender in contenders:
+        outcomes[contender.name] = next(results)
+    levers = {
+        name: {
+            lever: 0.0 if other is None else outcomes[name].job_goodput - next(results).job_goodput
+            for lever, other in without.items()
+        }
+        for name, without in reduced.items()
+    }
+    curve = tuple((n, next(results).job_goodput) for n in counts)
+    sweep = tuple((share, *_pair(results)) for share in shares)
+    worlds = tuple(
+        (number, tuple((value, *_pair(results)) for value in number.values)) for number in numbers
+    )
+    return Comparison(settings, outcomes, levers, curve, target, sweep, worlds)
 
 
-def _attribute(
-    settings: Settings,
-    contender: Contender,
-    outcome: Outcome,
+def _stock_and(first: Contender, label: str, settings: Settings) -> list[Planned]:
+    """The stock cluster and the first Pitcrew policy at a point of a sweep."""
+    return [
+        Planned(f"{label}: {STOCK}", settings, Contender(STOCK, None)),
+        Planned(f"{label}: {first.name}", settings, first),
+    ]
+
+
+def _pair(results: Iterator[Outcome]) -> tuple[float, float]:
+    """The job goodputs of a sweep point's two runs (:func:`_stock_and`)."""
+    stock = next(results)
+    return stock.job_goodput, next(results).job_goodput
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One simulation of a comparison."""
+
+    label: str
+    """What the progress line names."""
+    settings: Settings
+    contender: Contender
+
+
+def simulate(
+    plan: Sequence[Planned],
     assumptions: Assumptions,
-    progress: Callable[[str], None],
-) -> dict[str, float]:
+    *,
+    jobs: int,
+    progress: Callable[[str], None] = lambda _: None,
+) -> list[Outcome]:
+    """The outcomes of the planned runs, in plan order. With ``jobs`` above one they
+    run in that many processes at once: the runs share nothing (each node draws its
+    faults from its own seeded stream), so the outcomes are those of one process."""
+    if jobs <= 1 or len(plan) <= 1:
+        outcomes = []
+        for planned in plan:
+            progress(planned.label)
+            outcomes.append(run(planned.settings, planned.contender, assumptions))
+        return outcomes
+    with ProcessPoolExecutor(max_workers=min(jobs, len(plan))) as pool:
+        futures = []
+        for planned in plan:
+            progress(planned.label)
+            futures.append(pool.submit(run, planned.settings, planned.contender, assumptions))
+        return [future.result() for future in futures]
+
+
+def _without_each_lever(contender: Contender) -> dict[str, Contender | None]:
+    """The contender without each lever in turn; None where the policy does not use it."""
     spec = contender.spec
     assert spec is not None
-    added: dict[str, float] = {}
+    without: dict[str, Contender | None] = {}
     for lever, take_away in LEVERS.items():
         if take_away is None:
-            without = Contender(contender.name, spec, detection=False)
+            without[lever] = Contender(contender.name, spec, detection=False)
+            continue
+        reduced = take_away(spec)
+        if reduced == spec:
+            without[lever] = None
         else:
-            reduced = take_away(spec)
-            if reduced == spec:
-                added[lever] = 0.0  # the policy does not use it
-                continue
-            without = Contender(contender.name, reduced, detection=contender.detection)
-        progress(f"{contender.name} without {lever}")
-        added[lever] = outcome.job_goodput - run(settings, without, assumptions).job_goodput
-    return added
+            without[lever] = Contender(contender.name, reduced, detection=contender.detection)
+    return without

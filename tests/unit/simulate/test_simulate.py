@@ -12,15 +12,16 @@ import json
 import math
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from pitcrew.simulate.command import spares_curve
-from pitcrew.simulate.compare import compare, gap, young_daly
+from pitcrew.simulate.compare import Comparison, compare, gap, young_daly
 from pitcrew.simulate.mix import LLAMA3_DAYS, LLAMA3_NODES, mix
 from pitcrew.simulate.realism import KIND
-from pitcrew.simulate.run import BADPUT, run
+from pitcrew.simulate.run import BADPUT, Outcome, run
 from pitcrew.simulate.settings import (
     DEFAULTS,
     PEOPLE,
@@ -102,6 +103,24 @@ def test_every_policy_meets_the_same_faults_and_a_seed_repeats_exactly() -> None
     assert baseline.faults == defaults.faults > 0
     other = compare(SMALL.with_(seed=4), [Contender(STOCK, None)], attribution=False)
     assert other.json() != first.json()
+
+
+def test_runs_in_parallel_processes_give_what_one_process_gives() -> None:
+    def measured(comparison: Comparison) -> list[Outcome]:
+        """The outcomes less the CPU time their decisions took, which is measured."""
+        return [replace(o, decide_cpu_seconds=0.0) for o in comparison.outcomes.values()]
+
+    contenders = [*baselines(), _with_spares(1)]
+    alone, parallel = (
+        compare(SMALL, contenders, spares_curve=(0, 2), warning_shares=(0.5,), jobs=jobs)
+        for jobs in (1, 3)
+    )
+    assert parallel.json() == alone.json()
+    assert measured(parallel) == measured(alone)
+    assert parallel.attribution == alone.attribution
+    assert len(alone.attribution[DEFAULTS]) == 4
+    assert parallel.spares_curve == alone.spares_curve
+    assert parallel.warning_curve == alone.warning_curve
 
 
 def test_badput_shares_and_goodput_partition_the_job_time() -> None:
