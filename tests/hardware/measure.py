@@ -12,6 +12,10 @@ one stage per command, each writing one file under ``--out``:
   stderr);
 - ``probes``: the active probes called one by one, each per GPU and timed,
   unrounded -> ``probes.json``;
+- ``reset`` (only with ``run.sh --reset``: it resets GPU 0): ``nvidia-smi
+  --gpu-reset -i 0`` while the agent's NVML backend holds the GPUs, then after
+  the backend released them as the agent does for a reset rung, then the backend
+  opened again and sampled -> ``reset.json``;
 - ``summarize``: the table of figures (measured, the model's data-sheet spec,
   its floor, the ratios) -> ``table.txt``, and every figure on one JSON line
   -> ``figures.jsonl``.
@@ -566,6 +570,51 @@ def _load_report_text(text: str) -> Report | None:
         return None
 
 
+# --- reset --------------------------------------------------------------------
+
+
+def reset_beside_agent(
+    backend: Backend,
+    *,
+    reset: Callable[[], tuple[int, str]],
+    users: Callable[[], list[str]],
+    reacquire_for: float = 30.0,
+    clock: Callable[[], float] = time.perf_counter,
+) -> dict[str, Any]:
+    """Reset GPU 0 beside the agent's backend: first while it holds NVML (what the
+    agent did before it released for resets: expected refused, "in use"), then after
+    :meth:`Backend.release` (expected done), then open the backend again (tried for up
+    to ``reacquire_for`` s while the driver comes back) and sample. Never while another
+    process uses the GPU: the reset would kill its work."""
+    others = users()
+    if others:
+        return {"skipped": f"GPU 0 is in use by {', '.join(others)}: no reset"}
+    backend.sample()
+    held_rc, held_output = reset()
+    backend.release()
+    released_rc, released_output = reset()
+    started = clock()
+    while True:
+        try:
+            backend.reacquire()
+            break
+        except GpuhealthError:
+            if clock() - started > reacquire_for:
+                raise
+            time.sleep(0.5)
+    reopened = clock() - started
+    after = backend.sample()
+    return {
+        "heldRc": held_rc,
+        "heldOutput": held_output,
+        "releasedRc": released_rc,
+        "releasedOutput": released_output,
+        "reacquireMs": round(reopened * 1000, 1),
+        "gpusAfter": len(after.gpus),
+        "lostAfter": [g.identity.index for g in after.gpus if g.lost],
+    }
+
+
 # --- commands ----------------------------------------------------------------
 
 
@@ -649,6 +698,34 @@ def _probes(args: argparse.Namespace) -> int:
     return EXIT_OK if all(not r["error"] for r in runs) else EXIT_INCOMPLETE
 
 
+def _reset(args: argparse.Namespace) -> int:
+    smi = args.nvidia_smi
+
+    def reset() -> tuple[int, str]:
+        done = subprocess.run(
+            [smi, "--gpu-reset", "-i", "0"], capture_output=True, text=True, check=False
+        )
+        return done.returncode, (done.stdout + done.stderr).strip()
+
+    def users() -> list[str]:
+        query = [smi, "--query-compute-apps=pid,process_name", "--format=csv,noheader", "-i", "0"]
+        done = subprocess.run(query, capture_output=True, text=True, check=True)
+        return [line.strip() for line in done.stdout.splitlines() if line.strip()]
+
+    result = reset_beside_agent(NvmlBackend(kernel_log=None), reset=reset, users=users)
+    _write(args.out / "reset.json", result)
+    if "skipped" in result:
+        print(f"reset: skipped: {result['skipped']}")
+        return EXIT_INCOMPLETE
+    print(
+        f"reset with NVML held: exit {result['heldRc']} ({result['heldOutput']}); "
+        f"after the release: exit {result['releasedRc']} ({result['releasedOutput']}); "
+        f"NVML open again in {result['reacquireMs']:.0f} ms, {result['gpusAfter']} GPUs, "
+        f"lost {result['lostAfter'] or 'none'}"
+    )
+    return EXIT_OK if result["releasedRc"] == 0 else EXIT_INCOMPLETE
+
+
 def _summarize(args: argparse.Namespace) -> int:
     table, record, complete = summarize(args.out, with_probes=not args.without_probes)
     (args.out / "table.txt").write_text(table + "\n")
@@ -674,6 +751,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("sweep", _sweep),
         ("check", _check),
         ("probes", _probes),
+        ("reset", _reset),
         ("summarize", _summarize),
     ):
         stage = stages.add_parser(name)
@@ -684,6 +762,8 @@ def build_parser() -> argparse.ArgumentParser:
             stage.add_argument("--gpus", type=int, default=1, help="simulated GPU count")
         if name == "sweep":
             stage.add_argument("--sweeps", type=int, default=100)
+        if name == "reset":
+            stage.add_argument("--nvidia-smi", default="nvidia-smi")
         if name == "summarize":
             stage.add_argument(
                 "--without-probes", action="store_true", help="the probes stage was left out"

@@ -2,7 +2,7 @@
 # The hardware check: gpuhealth on a machine with NVIDIA GPUs, against the model's spec.
 #
 # Usage, from the repository root (any folder works):
-#   bash tests/hardware/run.sh [--sweeps N] [--skip-active] [--wheels DIR] [--timeout SECONDS]
+#   bash tests/hardware/run.sh [--sweeps N] [--skip-active] [--wheels DIR] [--timeout SECONDS] [--reset]
 #   bash tests/hardware/run.sh --sim H200   # a dry run on simulated GPUs: measures nothing
 #
 # Prints the machine (nvidia-smi -L, driver), then runs, each as its own process:
@@ -11,10 +11,14 @@
 #   2. gpuhealth check --suite full --json: the report, its exit code, its time;
 #   3. the active probes one by one (bf16 GEMM, HBM copy, host-to-device copy,
 #      all-reduce), per GPU, unrounded;
+#   4. with --reset only (as root, GPU 0 idle: it is skipped while any process
+#      uses it): nvidia-smi --gpu-reset -i 0 beside the agent's NVML backend,
+#      holding the GPUs (expected refused, in use), then released as the agent
+#      releases them for a reset rung (expected done), then NVML opened again;
 # and prints a table: figure, measured, the GPU model's data-sheet spec and
 # floor (healthchecks/gpuhealth/models.py), the ratios. Files go to
 # ${OUT:-./hardware-out}: machine.txt, sweep.json, report.json, check.json,
-# probes.json, table.txt, and figures.jsonl (every figure on one JSON line).
+# probes.json, reset.json (--reset), table.txt, and figures.jsonl (every figure on one JSON line).
 #
 # Python: $PYTHON if set, else the checkout's .venv, else python3: the first
 # that imports pydantic, pynvml (nvidia-ml-py) and torch (torch not with
@@ -41,6 +45,7 @@ skip_active=0
 wheels=""
 stage_timeout=300
 sim=""
+reset=0
 while (($#)); do
     case $1 in
         --sweeps) sweeps=${2:?--sweeps needs a number}; shift 2 ;;
@@ -48,6 +53,7 @@ while (($#)); do
         --wheels) wheels=${2:?--wheels needs a folder}; shift 2 ;;
         --timeout) stage_timeout=${2:?--timeout needs seconds}; shift 2 ;;
         --sim) sim=${2:?--sim needs a GPU model}; shift 2 ;;
+        --reset) reset=1; shift ;;
         -h | --help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) die "unknown argument '$1' (see --help)" ;;
     esac
@@ -193,6 +199,9 @@ stage sweep "$stage_timeout" sweep --out "$out" --sweeps "$sweeps" ${simulated[@
 stage "gpuhealth check" "$((stage_timeout + 30))" check --out "$out" --suite "$suite" \
     --timeout "$stage_timeout" ${checked[@]+"${checked[@]}"}
 ((skip_active)) || stage probes "$stage_timeout" probes --out "$out" ${simulated[@]+"${simulated[@]}"}
+if ((reset)) && [[ -z $sim ]]; then
+    stage reset "$stage_timeout" reset --out "$out" --nvidia-smi "$nvidia_smi"
+fi
 
 echo
 echo "== figures (also $out/table.txt; one JSON line in $out/figures.jsonl)"

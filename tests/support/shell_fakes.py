@@ -156,7 +156,11 @@ class FakeCluster:
         self.calls.append(("apply_gpunode_status", node))
         self.gpunode_statuses.setdefault(node, []).append(status)
         written = copy.deepcopy(self.store.gpunode(node) or gpunode(node, None))
-        written["status"] = {**(written.get("status") or {}), **status}
+        # Server-side apply: a field the operator owned and left out is removed; the
+        # agent's and the probe's fields stay.
+        others = {"checks", "gpus", "gpuCount", "healthyGpus", "lastHeartbeat", "probe"}
+        kept = {k: v for k, v in (written.get("status") or {}).items() if k in others}
+        written["status"] = {**kept, **status}
         written["metadata"]["resourceVersion"] = version()
         return written
 
@@ -371,6 +375,19 @@ class Shell:
         written["status"]["checks"] = report.model_dump(mode="json", by_alias=True)["checks"]
         written["metadata"]["resourceVersion"] = version()
         self.store.put("gpunode", written)
+
+    def release(self, name: str) -> bool:
+        """The node's agent closed NVML for the reset rung the operator recorded, and
+        says so (``checks.released``); False when no rung awaits its release."""
+        rung = self.store.status(name).remediation
+        if rung is None or not rung.awaiting_release:
+            return False
+        written = copy.deepcopy(self.store.gpunode(name))
+        assert written is not None
+        written["status"]["checks"]["released"] = rung.reference
+        written["metadata"]["resourceVersion"] = version()
+        self.store.put("gpunode", written)
+        return True
 
     def phase(self, name: str) -> Phase:
         return self.store.status(name).phase

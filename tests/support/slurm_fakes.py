@@ -32,6 +32,8 @@ class FakeSlurm:
     squeue_seconds: float = 0.0
     """How long each ``squeue`` takes (on the watch's clock)."""
     clock: list[float] = field(default_factory=lambda: [0.0])
+    job_comment: str = CHECKPOINTED
+    """The comment of job 41, which runs on every node (a progress report)."""
     during_squeue: Callable[[], None] = lambda: None
     """Called halfway through each ``squeue``: what a decision on another thread sees
     while the watch waits for it."""
@@ -50,7 +52,7 @@ class FakeSlurm:
         self.clock[0] += self.squeue_seconds / 2
         self.during_squeue()
         self.clock[0] += self.squeue_seconds / 2
-        return Read((("41", CHECKPOINTED),))
+        return Read((("41", self.job_comment),))
 
     def update(self, node: str, state: str, reason: str = "") -> None:
         """What ``scontrol update`` does to the node, as Slurm shows it next."""

@@ -25,4 +25,15 @@ class Backend(Protocol):
         """Read everything once; XID events are those seen since the last call."""
         ...
 
+    def release(self) -> None:
+        """Close every handle on the GPUs (a GPU reset is refused while any process
+        holds one); nothing is sampled until :meth:`reacquire`."""
+        ...
+
+    def reacquire(self) -> None:
+        """Open the GPUs again after :meth:`release`; raises
+        :class:`BackendUnavailableError` while they cannot be opened (the driver is
+        still starting after a reset), so the caller tries again later."""
+        ...
+
     def close(self) -> None: ...

@@ -6,7 +6,10 @@ read is guarded on its own: ``NOT_SUPPORTED`` leaves the field ``None`` (the
 check is skipped), ``GPU_IS_LOST`` marks the GPU lost (a fatal finding, not a
 crash), any other error is recorded per field (the check reports ``error``).
 Critical XIDs arrive through NVML's event set and the kernel log; both feed
-the same XID check. NVSwitch SXids come from the kernel log only, into
+the same XID check. The backend can let go of the GPUs for a reset
+(:meth:`NvmlBackend.release`: ``nvidia-smi -r`` is refused "in use by another
+client" while NVML handles keep ``/dev/nvidiaN`` open) and take them again after it
+(:meth:`NvmlBackend.reacquire`). NVSwitch SXids come from the kernel log only, into
 ``NodeSample.sxids``; kernel-log lines the parser could not read are reported
 in ``NodeSample.errors["kernel-log"]`` (see :attr:`KernelLog.partial_reason`)
 while their neighbours' events are still delivered.
@@ -18,6 +21,7 @@ import contextlib
 import ctypes
 import datetime
 import functools
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -75,6 +79,11 @@ class NvmlBackend:
         self._events = self._register_xid_events()
         self._pending: list[XidEvent] = []
         self._pending_sxids: list[SxidEvent] = []
+        self._released = False
+        self._lock = threading.Lock()
+        """Held by :meth:`wait_for_xid` while it waits on the event set, and by
+        :meth:`release` and :meth:`reacquire`, which free and recreate it from
+        another thread."""
 
     def _register_xid_events(self) -> Any:
         nvml = self.nvml
@@ -282,9 +291,15 @@ class NvmlBackend:
         """Wait up to ``timeout`` s for a fatal or degraded XID or SXid; events are
         kept for the next :meth:`sample`, so the agent can sweep at once without
         losing them."""
-        if self._events is None:
+        events: list[XidEvent] = []
+        with self._lock:
+            released, waits = self._released, self._events is not None
+            if not released:
+                events = self._nvml_xids(int(timeout * 1000) if waits else 0)
+        if released or not waits:
             time.sleep(timeout)
-        events = self._nvml_xids(int(timeout * 1000) if self._events is not None else 0)
+        if released:
+            return False  # a reset under way: its Xids are the reset's, not news
         sxids: list[SxidEvent] = []
         if self.kernel_log is not None:
             found = self.kernel_log.read()
@@ -335,15 +350,47 @@ class NvmlBackend:
             errors=errors,
         )
 
-    def close(self) -> None:
-        if self.kernel_log is not None:
-            self.kernel_log.close()
+    def release(self) -> None:
+        """Free the XID event set and shut NVML down, which closes this process's
+        ``/dev/nvidia*`` handles, so that ``nvidia-smi -r`` is not refused as in use.
+        The kernel log stays open: it is no GPU device."""
+        with self._lock:
+            if self._released:
+                return
+            self._released = True
+            self._shutdown()
+
+    def reacquire(self) -> None:
+        """Start NVML again after a reset and register for XIDs again; a driver that does
+        not answer yet raises :class:`BackendUnavailableError` and stays released. A GPU
+        that did not come back is no error here: the next sample reports it (lost, or
+        missing from the count), as any GPU that falls off the bus."""
+        with self._lock:
+            if not self._released:
+                return
+            try:
+                self.nvml.nvmlInit()
+            except self.nvml.NVMLError as error:
+                raise BackendUnavailableError(f"NVML did not start again: {error}") from None
+            self._released = False
+            self._events = self._register_xid_events()
+
+    def _shutdown(self) -> None:
         try:
             if self._events is not None:
                 self.nvml.nvmlEventSetFree(self._events)
+            self._events = None
             self.nvml.nvmlShutdown()
         except self.nvml.NVMLError:
             pass
+
+    def close(self) -> None:
+        if self.kernel_log is not None:
+            self.kernel_log.close()
+        with self._lock:
+            if not self._released:
+                self._released = True
+                self._shutdown()
 
 
 FABRIC_STATES = {1: "not-started", 2: "in-progress", 3: "completed"}

@@ -334,6 +334,12 @@ class SimBackend:
             errors=errors,
         )
 
+    def release(self) -> None:
+        """Simulated GPUs hold no device open."""
+
+    def reacquire(self) -> None:
+        """Nothing was closed."""
+
     def close(self) -> None:
         if self.kernel_log is not None:
             self.kernel_log.close()

@@ -111,6 +111,13 @@ class ChecksStatus(ApiModel):
         "counts a report by the Job's name, never by comparing the node's clock with the "
         "operator's.",
     )
+    released: str = Field(
+        default="",
+        max_length=253,
+        description="The reset-gpu rung (its key) for which the agent has closed its NVML "
+        "handles and paused its checks, so that nvidia-smi -r is not refused as in use; "
+        "the reset Job is created once this names the rung.",
+    )
 
 
 class WatchedFinding(ApiModel):
@@ -143,6 +150,11 @@ class RemediationStatus(ApiModel):
     )
     error: str = Field(
         default="", max_length=1024, description="Why the rung could not start; escalates at once."
+    )
+    awaiting_release: bool = Field(
+        default=False,
+        description="A reset-gpu rung waits for the agent to close its NVML handles "
+        "(checks.released) before its Job is created, for a bounded time.",
     )
 
 

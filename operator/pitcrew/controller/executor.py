@@ -225,11 +225,26 @@ class Executor:
 
     def release(self, node: str, *, slurm_node: str = "") -> None:
         """Lift Pitcrew's marks from a node no policy manages any more: its cordon and
-        taints, and its drain of Slurm node ``slurm_node`` (when given)."""
+        taints, its drain of Slurm node ``slurm_node`` (when given), and the drain, rung
+        and reservation its status held (a reset rung left there would keep the node's
+        agent from opening NVML again, its checks paused, for good)."""
         message = "no GPUHealthPolicy manages this node: Pitcrew's cordon and taints lifted"
         try:
             if self._edit_node(node, a.Uncordon(reason="Unmanaged", message=message)):
                 self._event(node, "Unmanaged", message)
+            status = self.known(node)
+            if status.remediation or status.drain or status.reservation:
+                self._write_status(
+                    node,
+                    status.model_copy(
+                        update={
+                            "remediation": None,
+                            "drain": None,
+                            "reservation": None,
+                            "repair_under_test": None,
+                        }
+                    ),
+                )
             if slurm_node:
                 self._set_slurm_state(
                     node,
@@ -602,7 +617,8 @@ class Executor:
             logger.exception("remediation %s on %s failed", action.key, plan.node)
             self._failed(action.key, f"{type(error).__name__}: {error}", plan.node)
             return
-        self._event(plan.node, action.reason, description)
+        said = f"{description} ({action.message})" if action.message else description
+        self._event(plan.node, action.reason, said)
 
     def _failed(self, key: str, error: str, node: str) -> None:
         with self._lock:

@@ -8,6 +8,12 @@ within minutes). A kind the operator may not read (403: the chart's
 ``rbac.readJobSizes`` is off, or the admin narrowed it) is said once in the log and
 not asked again for ``FORBIDDEN_FOR``; a missing object (404: the job is being
 deleted) or a transient error is asked again after ``RETRY``.
+
+A 404 is a deleted job only where the apiserver still serves the version Pitcrew
+reads (:data:`~pitcrew.core.job_size.owner`'s): after an upgrade of the launcher that
+stopped serving it (JobSet no longer serving ``v1alpha2``), every job of the kind
+answers 404. Then the size last read is kept, and the policies' status says so
+(condition ``JobSizes=False``, through ``report``) until a read succeeds.
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ MAX_ENTRIES = 10_000
 """Owners cached at most: past it the oldest answers go (they are fetched again)."""
 
 Fetch = Callable[[Owner], dict[str, object]]
+Served = Callable[[Owner], list[str] | None]
+"""The versions the apiserver serves of an owner's API group; None: not the group."""
 
 
 class JobSizes:
@@ -40,10 +48,20 @@ class JobSizes:
         pool: Executor,
         *,
         clock: Callable[[], float] = time.monotonic,
+        served: Served | None = None,
+        report: Callable[[str], None] = lambda problem: None,
     ) -> None:
         self.fetch = fetch
         self.pool = pool
         self.clock = clock
+        self.served = served
+        """Asked after a 404 (:func:`discovery`): a deleted job, or a version no longer
+        served? Without it a 404 is a deleted job."""
+        self.unserved: dict[str, str] = {}
+        """Kinds whose version is not served, and what to say about it."""
+        self.report = report
+        """Told why some job sizes cannot be read as they should (empty: they can):
+        the policies' status says it."""
         self.known: dict[Owner, tuple[int | None, float]] = {}
         """Each owner's size (None: none to read) and when to ask again."""
         self.forbidden: dict[str, float] = {}
@@ -71,17 +89,52 @@ class JobSizes:
             due = self.clock() + RETRY
             if error.status == 403:
                 self._forbid(owner)
-            elif error.status != 404:
+            elif error.status == 404:
+                self._not_found(owner)
+            else:
                 logger.info("reading %s %s/%s: %s", owner.kind, owner.namespace, owner.name, error)
         except Exception:  # any other failure: the pods seen count meanwhile
             due = self.clock() + RETRY
             logger.warning("reading %s %s failed", owner.kind, owner.name, exc_info=True)
+        else:
+            with self.lock:
+                cleared = self.unserved.pop(owner.kind, None) is not None
+            if cleared:
+                self._report()
         with self.lock:
             self.asking.discard(owner)
             previous, _ = self.known.pop(owner, (None, 0.0))
             self.known[owner] = (size if size is not None else previous, due)
             while len(self.known) > MAX_ENTRIES:
                 del self.known[next(iter(self.known))]
+
+    def _not_found(self, owner: Owner) -> None:
+        """A 404: the job is being deleted, unless its version is no longer served."""
+        if self.served is None:
+            return
+        try:
+            versions = self.served(owner)
+        except Exception:  # unknown which: the size last read stays either way
+            logger.warning("reading the API group %s failed", owner.group, exc_info=True)
+            return
+        if versions is None or owner.version in versions:
+            return  # the object is gone (or the whole launcher with its jobs)
+        why = (
+            f"{owner.kind} is served as {', '.join(versions) or 'no version'}, not "
+            f"{owner.version}, which this operator reads: the jobs it launches keep the "
+            "size last read (sized by the pods seen where none was read)"
+        )
+        with self.lock:
+            first = self.unserved.get(owner.kind) != why
+            self.unserved[owner.kind] = why
+        if first:
+            logger.warning("%s", why)
+            self._report()
+
+    def _report(self) -> None:
+        with self.lock:
+            problem = "; ".join(sorted(self.unserved.values()))
+        self.report(problem)
 
     def _forbid(self, owner: Owner) -> None:
         with self.lock:
@@ -93,6 +146,24 @@ class JobSizes:
                 "(grant get on it: the chart's rbac.readJobSizes)",
                 owner.kind,
             )
+
+
+def discovery(api: client.ApiClient) -> Served:
+    """The versions the apiserver serves of an owner's API group (the core group's
+    ``v1`` always); None where it serves no such group."""
+
+    def versions(owner: Owner) -> list[str] | None:
+        if not owner.group:
+            return [owner.version]
+        try:
+            found = request(api, "GET", f"/apis/{owner.group}")
+        except client.ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+        return [str(v.get("version")) for v in found.get("versions") or []]
+
+    return versions
 
 
 def fetcher(api: client.ApiClient) -> Fetch:

@@ -31,6 +31,7 @@ from pitcrew.controller import health, metrics
 from pitcrew.controller.accountant import Accountant
 from pitcrew.controller.executor import Executor
 from pitcrew.controller.job_sizes import JobSizes, fetcher
+from pitcrew.controller.job_sizes import discovery as job_size_discovery
 from pitcrew.controller.lanes import Lanes
 from pitcrew.controller.leader import wait_for_leadership
 from pitcrew.controller.maintenance import NodeMaintenances, discovery, lister
@@ -96,8 +97,15 @@ def build(
         daemon=True,
         name="pitcrew-node-maintenance",
     ).start()
+
+    def report_sizes(problem: str) -> None:
+        store.job_size_problem = problem
+
     sizes = JobSizes(
-        fetcher(api), ThreadPoolExecutor(max_workers=2, thread_name_prefix="pitcrew-sizes")
+        fetcher(api),
+        ThreadPoolExecutor(max_workers=2, thread_name_prefix="pitcrew-sizes"),
+        served=job_size_discovery(api),
+        report=report_sizes,
     )
     accountant = Accountant(
         store,

@@ -77,13 +77,20 @@ def _valid(previous: dict[str, Any], policy: dict[str, Any], now: datetime.datet
     }
 
 
-def _maintenance_requests(
-    previous: dict[str, Any], policy: dict[str, Any], now: datetime.datetime, problem: str
+def _readable(
+    previous: dict[str, Any],
+    policy: dict[str, Any],
+    now: datetime.datetime,
+    problem: str,
+    *,
+    kind: str,
+    reasons: tuple[str, str],
 ) -> dict[str, Any] | None:
-    """``MaintenanceRequests``: False while medik8s NodeMaintenances cannot be read as
-    they should (a version no longer served, no permission: those last read are kept),
-    True again once they can; absent while nothing was ever wrong."""
-    kind = "MaintenanceRequests"
+    """A condition of an optional API the operator reads: False while it cannot be read
+    as it should (a version no longer served, no permission: what was last read is
+    kept), True again once it can; absent while nothing was ever wrong. ``reasons``:
+    (unreadable, read). ``MaintenanceRequests``: medik8s NodeMaintenances;
+    ``JobSizes``: the launchers' objects that declare training jobs' sizes."""
     old = next((c for c in previous.get("conditions") or [] if c.get("type") == kind), None)
     if not problem and old is None:
         return None
@@ -92,7 +99,7 @@ def _maintenance_requests(
     return {
         "type": kind,
         "status": status,
-        "reason": "NodeMaintenanceUnreadable" if problem else "NodeMaintenanceRead",
+        "reason": reasons[0] if problem else reasons[1],
         "message": problem[:32768],
         "lastTransitionTime": since,
         "observedGeneration": policy["metadata"].get("generation", 1),
@@ -227,9 +234,17 @@ class PolicyStatusWriter:
             status["cooldownUntil"] = breaker.cooldown_until.isoformat()
         previous = policy.get("status") or {}
         status["conditions"] = [_valid(previous, policy, now)]
-        requests = _maintenance_requests(previous, policy, now, self.store.maintenance_problem)
-        if requests is not None:
-            status["conditions"].append(requests)
+        for problem, kind, reasons in (
+            (
+                self.store.maintenance_problem,
+                "MaintenanceRequests",
+                ("NodeMaintenanceUnreadable", "NodeMaintenanceRead"),
+            ),
+            (self.store.job_size_problem, "JobSizes", ("JobSizeUnreadable", "JobSizeRead")),
+        ):
+            condition = _readable(previous, policy, now, problem, kind=kind, reasons=reasons)
+            if condition is not None:
+                status["conditions"].append(condition)
         if {k: v for k, v in previous.items() if k in status} == status:
             return False
         ref = Ref(GPUHealthPolicy.KIND, name, API_VERSION, policy["metadata"].get("uid", ""))

@@ -7,7 +7,11 @@ a Slurm node whose state or reason changed wakes the Kubernetes node it belongs
 to, so a drain that Slurm has finished is acted on at once, not at the resync.
 Jobs are read only for the Slurm nodes whose Kubernetes node Pitcrew is taking
 out (a few at a time, bounded by ``maxConcurrentDrains``): their comments carry
-the jobs' progress reports, and so their checkpoints.
+the jobs' progress reports, and so their checkpoints. A checkpoint is dated by when
+this watch saw the comment's checkpoint change, by the operator's clock, never by the
+time the node's clock wrote into it (as the store dates pods' checkpoints): one the
+job already had when first read, after the node was taken out, counts as older than
+any take-out, so a Suspect node waits for the job's next one.
 
 A Kubernetes node is matched to a Slurm node by name (:func:`pitcrew.core.slurm.matches`:
 the exact name, else the one short or long form of it), and each Slurm name to the
@@ -38,11 +42,16 @@ from typing import Any
 
 from pitcrew.api.policy import SlurmSpec
 from pitcrew.client.progress import decode
+from pitcrew.core.convert import EPOCH
 from pitcrew.core.slurm import Read, by_short_name, matches, slurm_name
 from pitcrew.core.views import SlurmJobView, SlurmNodeView, SlurmUnreadable
 from pitcrew.slurm.control import Slurm, SlurmError
 
 logger = logging.getLogger(__name__)
+
+
+def _utc_now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
 
 
 class SlurmWatch:
@@ -53,11 +62,17 @@ class SlurmWatch:
         interval: float,
         wake: Callable[[Iterable[str]], None],
         clock: Callable[[], float] = time.monotonic,
+        now: Callable[[], datetime.datetime] = _utc_now,
     ) -> None:
         self.slurm = slurm
         self.interval = interval
         self.wake = wake
         self.clock = clock
+        self.now = now
+        """The operator's wall clock: what dates the jobs' checkpoints it sees."""
+        self._checkpoints: dict[str, tuple[datetime.datetime, datetime.datetime]] = {}
+        """Slurm job -> its checkpoint as its comment says (the node's clock, compared
+        with nothing but itself) and when this watch saw it change (the operator's)."""
         self.stale_after = 2 * (interval + slurm.timeout)
         """Age past which a read is no view: a poll is one ``scontrol`` call (at most
         ``timeout``), at most ``interval`` of job reads and one more call, then a wait
@@ -273,6 +288,8 @@ class SlurmWatch:
                     changed.add(name)
         with self._lock:
             woken = self._woken(changed)
+            live = {job.id for jobs in self._jobs.values() for job in jobs}
+        self._checkpoints = {j: c for j, c in self._checkpoints.items() if j in live}
         if woken:
             self.wake(woken)
 
@@ -296,7 +313,26 @@ class SlurmWatch:
             return None
         for problem in read.problems:
             self._say(f"squeue for {name}: {problem}")
-        return tuple(SlurmJobView(id=job, checkpoint_at=_checkpoint(c)) for job, c in read.items)
+        return tuple(
+            SlurmJobView(id=job, checkpoint_at=self._dated(job, _checkpoint(comment)))
+            for job, comment in read.items
+        )
+
+    def _dated(self, job: str, said: datetime.datetime | None) -> datetime.datetime | None:
+        """When this watch saw job ``job``'s checkpoint change, by the operator's clock;
+        EPOCH for the one it had when first read; None when its comment holds none."""
+        if said is None:
+            self._checkpoints.pop(job, None)
+            return None
+        known = self._checkpoints.get(job)
+        if known is None:
+            seen = EPOCH
+        elif known[0] == said:
+            seen = known[1]
+        else:
+            seen = self.now()
+        self._checkpoints[job] = (said, seen)
+        return seen
 
     def _say(self, message: str) -> None:
         """Log a Slurm problem once until it changes: a down slurmctld every 10 s is noise."""

@@ -137,6 +137,9 @@ class Store:
         self.node_maintenances: dict[str, Object] = {}
         """medik8s NodeMaintenances, by name (polled: the API may not exist)."""
         self.maintenance_problem = ""
+        self.job_size_problem = ""
+        """Why some training jobs' sizes cannot be read as they should (a launcher's
+        version no longer served), for the policies' ``JobSizes`` condition."""
         """Why NodeMaintenances cannot be read as they should (a version no longer
         served, no permission; those last read are kept); empty when they can."""
         self._windows: dict[tuple[str, str, Any], Window | None] = {}

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from gpuhealth.models import GpuModel, model_for_product
 from pitcrew.api.errors import PitcrewError
 from pitcrew.api.gpunode import AgentChecks, GPUNodeStatus
-from pitcrew.api.policy import GPUHealthPolicySpec
+from pitcrew.api.policy import GPUHealthPolicySpec, RemediationAction
 from pitcrew.api.vocabulary import (
     CHECKPOINT_ANNOTATION,
     GPU_PRODUCT_LABEL,
@@ -294,6 +294,19 @@ def published_checks(gpunode: dict[str, Any] | None) -> AgentChecks | None:
         return None if raw is None else AgentChecks.model_validate(raw)
     except ValidationError:
         return None
+
+
+def pending_reset(gpunode: dict[str, Any] | None) -> str:
+    """The key of the reset-gpu rung the operator recorded on this GPUNode and has not
+    seen done (no evidence, no error yet), or empty: while there is one, the node's agent
+    keeps its NVML handles closed so that ``nvidia-smi -r`` is not refused as in use.
+    Read from the operator's own field (``status.remediation``), which no tenant writes."""
+    rung = ((gpunode or {}).get("status") or {}).get("remediation") or {}
+    if rung.get("action") != RemediationAction.RESET_GPU.value:
+        return ""
+    if rung.get("confirmed") or rung.get("error"):
+        return ""
+    return str(rung.get("reference") or "")
 
 
 def policy_view(policy: dict[str, Any]) -> PolicyView:

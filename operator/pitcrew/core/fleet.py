@@ -55,6 +55,11 @@ def leaving_for_maintenance(status: GPUNodeStatus) -> bool:
     return status.phase in TAKEN_OUT and status.reason == MAINTENANCE_REASON
 
 
+def draining_for_maintenance(status: GPUNodeStatus) -> bool:
+    """Draining for a maintenance window: it takes a window's drain slot, not a fault's."""
+    return status.phase is Phase.DRAINING and leaving_for_maintenance(status)
+
+
 def summarize(status: GPUNodeStatus) -> Summary:
     refused = any(
         c.type == "Admitted" and c.reason == "CircuitBreakerOpen" for c in status.conditions
@@ -94,7 +99,7 @@ def fleet_of(members: Iterable[tuple[str, Summary]]) -> FleetView:
     phases: dict[Phase, int] = {}
     spares: list[tuple[datetime.datetime, str]] = []
     reserved: Counter[str] = Counter()
-    total = refused = verifying_ = leaving = 0
+    total = refused = verifying_ = leaving = drains = 0
     for name, summary in members:
         if summary.phase is Phase.EXCLUDED:
             continue
@@ -105,6 +110,7 @@ def fleet_of(members: Iterable[tuple[str, Summary]]) -> FleetView:
         leaving += summary.leaving_for_maintenance
         if summary.reservation:
             reserved[summary.reservation] += 1
+        drains += summary.leaving_for_maintenance and summary.phase is Phase.DRAINING
         if summary.phase is Phase.SPARE:
             spares.append((summary.since or _EPOCH, name))
     return FleetView(
@@ -115,6 +121,7 @@ def fleet_of(members: Iterable[tuple[str, Summary]]) -> FleetView:
         verifying=verifying_,
         leaving_for_maintenance=leaving,
         reserved=dict(reserved),
+        draining_for_maintenance=drains,
     )
 
 
@@ -146,4 +153,7 @@ def after_decision(
         - leaving_for_maintenance(before)
         + leaving_for_maintenance(decision.status),
         reserved={job: n for job, n in reserved.items() if n > 0},
+        draining_for_maintenance=fleet.draining_for_maintenance
+        - draining_for_maintenance(before)
+        + draining_for_maintenance(decision.status),
     )

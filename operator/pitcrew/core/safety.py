@@ -106,13 +106,19 @@ def admit_maintenance(safety: SafetySpec, fleet: FleetView) -> Admission:
     return Admission(True)
 
 
-def admit_drain(safety: SafetySpec, fleet: FleetView) -> Admission:
-    draining = fleet.count(Phase.DRAINING)
+def admit_drain(safety: SafetySpec, fleet: FleetView, *, maintenance: bool) -> Admission:
+    """May one more drain begin? Drains for faults and drains for maintenance windows
+    each have ``maxConcurrentDrains`` slots: a broken node, cordoned and waiting, never
+    waits for a window's planned drain to finish, nor a window for a fault's."""
+    windows = fleet.draining_for_maintenance
+    draining = windows if maintenance else fleet.count(Phase.DRAINING) - windows
     if draining >= safety.max_concurrent_drains:
+        what = "for maintenance " if maintenance else "for faults "
         return Admission(
             False,
             "DrainLimit",
-            f"{draining} drains in progress (maxConcurrentDrains {safety.max_concurrent_drains})",
+            f"{draining} drains {what}in progress (maxConcurrentDrains "
+            f"{safety.max_concurrent_drains})",
         )
     return Admission(True)
 

@@ -287,6 +287,8 @@ class FleetView:
     """Nodes reserved for each training job (``status.reservation``), by the job as a
     reservation names it: a spare is lent to a job waiting for capacity only while it
     waits for more nodes than it holds."""
+    draining_for_maintenance: int = 0
+    """Of those, the nodes Draining: they take a window's drain slots, never a fault's."""
 
     def count(self, *phases: Phase) -> int:
         return sum(self.phases.get(p, 0) for p in phases)

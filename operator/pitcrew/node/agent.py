@@ -15,6 +15,15 @@ sweep run at once instead of waiting for the interval. Before each sweep the
 agent reads its Node's ``pitcrew.dev/last-remediation`` annotation; a new one
 makes it forget latched XIDs (the repair is judged by fresh evidence).
 
+A GPU reset needs the GPUs free of every process, and NVML handles keep
+``/dev/nvidia*`` open. When the operator records a reset-gpu rung on the GPUNode
+(``status.remediation``, its own field), the agent closes NVML
+(``Backend.release``), pauses its sweeps and says so in ``status.checks.released``;
+the operator creates the reset Job only then (or after a bounded wait for an agent that
+does not answer). Once the rung is over (its evidence seen, an error, the next rung,
+no rung) the agent opens NVML again, trying again with a backoff while the driver
+comes back; a GPU the reset lost is reported by the next sweep, as any lost GPU.
+
 :class:`AgentCore` is the per-node logic shared by the real agent and the
 simulated agents (:mod:`pitcrew.dev.agents`).
 """
@@ -33,6 +42,7 @@ from typing import Any, Protocol
 from kubernetes import client
 from prometheus_client import Counter, Gauge, start_http_server
 
+from gpuhealth.backends.base import BackendUnavailableError
 from gpuhealth.backends.sim import SimBackend
 from gpuhealth.checks import Expectations
 from gpuhealth.errors import GpuhealthError
@@ -42,7 +52,7 @@ from gpuhealth.report import CheckResult, CheckStatus, Report
 from gpuhealth.runner import Checker
 from pitcrew.api.gpunode import AgentChecks, ChecksStatus, GPUNodeStatus, GpuStatus
 from pitcrew.api.vocabulary import AGENT_MANAGER, LAST_REMEDIATION
-from pitcrew.core.convert import gpu_capacity, gpu_model, published_checks
+from pitcrew.core.convert import gpu_capacity, gpu_model, pending_reset, published_checks
 from pitcrew.kube import gpunodes
 from pitcrew.kube.client import api_client, to_dict
 from pitcrew.node.findings import Verdicts, fingerprint, verdicts
@@ -59,6 +69,12 @@ CHECK_FAILURES = Gauge(
 STATUS_WRITES = Counter(
     "pitcrew_agent_status_writes_total", "GPUNode status writes.", ["node", "why"]
 )
+
+
+REACQUIRE_FIRST = datetime.timedelta(seconds=5)
+"""The first wait before NVML is opened again after a failed try (a driver still
+re-initialising the GPUs after a reset); it doubles up to :data:`REACQUIRE_MOST`."""
+REACQUIRE_MOST = datetime.timedelta(minutes=5)
 
 
 def utc_now() -> datetime.datetime:
@@ -123,6 +139,15 @@ class AgentCore:
         self.last_status: GPUNodeStatus | None = None
         self.last_write: datetime.datetime | None = None
         self.remediation_key: str | None = None
+        self.released = ""
+        """The reset rung for which NVML is closed and the sweeps paused; empty when not."""
+        self._unsaid = False
+        """The release is not written yet (the write failed): the next sweep writes it."""
+        self.reacquire_at: datetime.datetime | None = None
+        """When to open NVML again after a reset (None: it is open, or closed for one)."""
+        self._reacquire_wait = REACQUIRE_FIRST
+        self.woken = threading.Event()
+        """Set when the loop should not sleep out its interval (NVML to open again)."""
         self._exported_checks: set[str] = set()
         self.lock = threading.Lock()
 
@@ -130,6 +155,7 @@ class AgentCore:
         """A new version of this node's GPUNode: configure from its ``spec.checks``.
         Every status write (this agent's heartbeat, the operator's) is a watch event;
         only a spec change bumps ``metadata.generation``, so the rest cost nothing."""
+        self.note_reset(pending_reset(gpunode))
         generation = gpunode.get("metadata", {}).get("generation")
         if generation is not None and generation == self._followed:
             return False
@@ -175,9 +201,76 @@ class AgentCore:
         self.checker.memory.clear_latched()
         return not first
 
+    def note_reset(self, key: str) -> bool:
+        """The reset rung the operator recorded (``key``), or none (empty). For a rung,
+        close NVML and say so at once; when none is left, open it again from the next
+        sweep. True if anything changed."""
+        with self.lock:
+            if key == self.released:
+                return False
+            if key:
+                if not self.released:
+                    self.checker.backend.release()
+                    logger.info("reset %s: NVML released, checks paused", key)
+                self.released, self.reacquire_at, self._unsaid = key, None, True
+                try:
+                    self._write_paused(self.clock(), force=True)
+                except Exception:
+                    logger.exception("reset %s: saying so failed; again at the next sweep", key)
+                return True
+            logger.info("reset %s over: opening NVML again", self.released)
+            self.released, self.reacquire_at = "", self.clock()
+            self._reacquire_wait = REACQUIRE_FIRST
+            self.last_fingerprint = None  # the first report after a reset is news
+            self.woken.set()
+            return True
+
+    def _reacquire(self, now: datetime.datetime) -> None:
+        """Open NVML again once due; a failure is tried again after a doubling wait, and
+        meanwhile the sweep reports that the backend cannot be read (never a crash)."""
+        if self.reacquire_at is None or now < self.reacquire_at:
+            return
+        try:
+            self.checker.backend.reacquire()
+        except BackendUnavailableError as error:
+            self.reacquire_at = now + self._reacquire_wait
+            logger.warning("%s; trying again in %s", error, self._reacquire_wait)
+            self._reacquire_wait = min(2 * self._reacquire_wait, REACQUIRE_MOST)
+            return
+        self.reacquire_at = None
+
+    def _write_paused(self, now: datetime.datetime, *, force: bool) -> bool:
+        """While NVML is closed for a reset: the last status, saying so, at the heartbeat
+        (or at once, ``force``); nothing is sampled."""
+        due = self.last_write is None or now - self.last_write >= self.heartbeat
+        if not (force or due):
+            return False
+        last = self.last_status or GPUNodeStatus()
+        checks = last.checks.model_copy(update={"released": self.released})
+        status = last.model_copy(update={"checks": checks, "last_heartbeat": now})
+        self._write(status, why="release" if force else "heartbeat")
+        self.last_write, self._unsaid = now, False
+        return True
+
+    def _write(self, status: GPUNodeStatus, *, why: str) -> None:
+        if self.last_write is None:
+            gpunodes.ensure(self.api, node=self.node, node_uid=self.node_uid)
+        fields = gpunodes.status_fields(status, gpunodes.AGENT_FIELDS)
+        gpunodes.apply_status(self.api, node=self.node, status=fields, manager=AGENT_MANAGER)
+        STATUS_WRITES.labels(self.node, why).inc()
+
+    def next_sweep(self) -> datetime.datetime:
+        """When the loop sweeps next: after the interval, or when NVML is due to be
+        opened again, if that is sooner."""
+        due = self.clock() + self.interval
+        return min(due, self.reacquire_at) if self.reacquire_at else due
+
     def tick(self, *, force: bool = False) -> bool:
         """Run the passive sweep; write status if needed. Returns True if it wrote."""
         with self.lock:
+            if self.released:
+                return self._write_paused(self.clock(), force=force or self._unsaid)
+            self._reacquire(self.clock())
             report = self.checker.run()
             status = agent_status(report, self.checker, repair=self.remediation_key or "")
             now = self.clock()
@@ -200,12 +293,7 @@ class AgentCore:
             if not (force or changed or due):
                 self.verdicts = found
                 return False
-            why = "change" if changed else "heartbeat"
-            if self.last_write is None:
-                gpunodes.ensure(self.api, node=self.node, node_uid=self.node_uid)
-            fields = gpunodes.status_fields(status, gpunodes.AGENT_FIELDS)
-            gpunodes.apply_status(self.api, node=self.node, status=fields, manager=AGENT_MANAGER)
-            STATUS_WRITES.labels(self.node, why).inc()
+            self._write(status, why="change" if changed else "heartbeat")
             self.last_fingerprint, self.last_write = current, now
             self.verdicts, self.last_status = found, status
             return True
@@ -277,10 +365,11 @@ def run_agent(
             core.tick()
         except Exception:
             logger.exception("agent sweep failed; retrying at the next interval")
-        deadline = core.clock() + core.interval
+        core.woken.clear()
+        deadline = core.next_sweep()
         while not stop.is_set():
             remaining = (deadline - core.clock()).total_seconds()
-            if remaining <= 0:
+            if remaining <= 0 or core.woken.is_set():
                 break
             if waiter is not None and waiter.wait_for_xid(min(remaining, 1.0)):
                 logger.info("critical XID: sweeping now")

@@ -391,6 +391,9 @@ class Operator:
             if isinstance(action, a.Record):
                 self.records[action.reason] += 1
         self._arm(node, decision.wake_at)
+        rung = decision.status.remediation
+        if rung is not None and rung.awaiting_release and node.view.ready:
+            self.clock.after(self.assumptions.exec_latency, self._release, node, rung.reference)
 
     def _set_status(self, node: Node, status: GPUNodeStatus) -> None:
         old = node.status.phase
@@ -567,6 +570,16 @@ class Operator:
             self.mark(node)
         else:
             self.world.up(node)
+
+    def _release(self, node: Node, key: str) -> None:
+        """The agent of a node that is up lets go of the GPUs for reset ``key``: its
+        status says so, and the operator hears it as a watch event."""
+        rung = node.status.remediation
+        if node.away or rung is None or rung.reference != key:
+            return
+        checks = node.status.checks.model_copy(update={"released": key})
+        node.status = node.status.model_copy(update={"checks": checks})
+        self.mark(node)
 
     def _probe_done(self, node: Node, name: str) -> None:
         if node.probe != name or node.away:

@@ -459,3 +459,35 @@ def test_failed_repairs_climb_the_ladder_then_retire(healthy_fleet: HealthyFleet
         NAMESPACE, label_selector=f"pitcrew.dev/node={node},pitcrew.dev/remediation=reset-gpu"
     )
     assert len(resets.items) == 2
+
+
+def test_the_reset_job_waits_for_the_agent_to_release_nvml(healthy_fleet: HealthyFleet) -> None:
+    """``nvidia-smi -r`` is refused while the agent holds NVML: the operator records the
+    reset rung, the node's agent (the real AgentCore) closes NVML and says so in its
+    GPUNode status, and only then is the reset Job created; after the repair the agent
+    opens NVML again and its clean report takes the node back through validation."""
+    fleet = healthy_fleet(size=2)
+    node = fleet.nodes[0]
+    fleet.inject(node, FATAL_XID)
+    started = eventually(
+        lambda: next((e for e in fleet.events(node) if e.reason == "RemediationStarted"), None),
+        timeout=60,
+        what="the reset Job started",
+    )
+    assert "the agent released the GPUs" in started.message  # not the wait running out
+    (requested,) = [e for e in fleet.events(node) if e.reason == "ReleaseRequested"]
+    assert requested.first_timestamp <= started.first_timestamp
+    (job,) = (
+        client.BatchV1Api(fleet.api)
+        .list_namespaced_job(
+            NAMESPACE, label_selector=f"pitcrew.dev/node={node},pitcrew.dev/remediation=reset-gpu"
+        )
+        .items
+    )
+    gpunode = fleet.gpunode(node)
+    assert gpunode["status"]["remediation"]["reference"] == job.metadata.name
+    fleet.wait_phase(node, "Healthy", timeout=90)
+    # The agent sweeps again after the reset: its report carries the repair, no release.
+    checks = fleet.gpunode(node)["status"]["checks"]
+    assert checks.get("released", "") == ""
+    assert checks["repair"] == job.metadata.name

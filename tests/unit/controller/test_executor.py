@@ -16,12 +16,14 @@ POLICY = policy_object(
 
 
 def remediating(**kwargs: object) -> Shell:
-    """An idle node with a fatal fault, decided until its first rung is started."""
+    """An idle node with a fatal fault, decided until its first rung is started (the
+    reset's Job once the agent released the GPUs)."""
     shell = Shell(nodes={"n0": healthy_status()}, policy=POLICY, **kwargs)  # type: ignore[arg-type]
     shell.settle()
     shell.fail("n0")
-    for _ in range(6):
+    for _ in range(8):
         shell.now += datetime.timedelta(seconds=1)
+        shell.release("n0")
         shell.round()
         if shell.remediator.requests:
             break

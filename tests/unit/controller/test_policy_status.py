@@ -212,3 +212,16 @@ def test_node_maintenances_that_cannot_be_read_are_said_in_the_policy_status() -
     shell.policy_status.write("fleet", FleetView(total=1, phases={Phase.HEALTHY: 1}), T0)
     conditions = {c["type"]: c for c in shell.cluster.policy_statuses["fleet"][-1]["conditions"]}
     assert conditions["MaintenanceRequests"]["status"] == "True"
+
+
+def test_job_sizes_that_cannot_be_read_are_said_in_the_policy_status() -> None:
+    shell = writer_shell()
+    shell.store.job_size_problem = "jobsets.jobset.x-k8s.io is served as v1, not v1alpha2"
+    shell.policy_status.write("fleet", FleetView(total=1, phases={Phase.HEALTHY: 1}), T0)
+    conditions = {c["type"]: c for c in shell.cluster.policy_statuses["fleet"][-1]["conditions"]}
+    assert (conditions["JobSizes"]["status"], conditions["JobSizes"]["reason"]) == (
+        "False",
+        "JobSizeUnreadable",
+    )
+    assert "v1alpha2" in conditions["JobSizes"]["message"]
+    assert "MaintenanceRequests" not in conditions

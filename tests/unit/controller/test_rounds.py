@@ -239,6 +239,10 @@ def test_a_node_no_policy_manages_any_more_loses_pitcrews_marks() -> None:
     assert not released["spec"].get("unschedulable")
     assert not released["spec"].get("taints")
     assert "Unmanaged" in shell.events.reasons("Node")
+    # What the status held of its way out goes too: a reset rung left there would keep
+    # the node's agent from opening NVML again.
+    left = shell.store.status("n1")
+    assert (left.drain, left.remediation, left.reservation) == (None, None, None)
 
 
 def test_a_cordon_someone_else_made_stays_when_no_policy_manages_the_node() -> None:

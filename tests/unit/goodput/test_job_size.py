@@ -247,3 +247,45 @@ def test_reads_run_on_the_pool_not_the_calling_thread() -> None:
         JobSizes(fetch, pool).get(JOBSET)
         assert done.wait(5)
     assert seen[0].startswith("sizes")
+
+
+def test_a_version_no_longer_served_keeps_the_size_and_says_so_a_deleted_job_does_not() -> None:
+    """JobSet upgraded past ``v1alpha2``: every JobSet answers 404 at the version Pitcrew
+    reads. That is not a deleted job: the size last read stays, and the policies'
+    status is told why until a read succeeds again."""
+    answers: list[Any] = [jobset((4, 1, GPU_POD)), client.ApiException(status=404)]
+    served = {"jobset.x-k8s.io": ["v1"]}
+    said: list[str] = []
+
+    def fetch(who: Owner) -> dict[str, Any]:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return dict(answer)
+
+    clock, pool = Clock(), Inline()
+    sizes = JobSizes(
+        fetch,
+        pool,  # type: ignore[arg-type]
+        clock=clock,
+        served=lambda who: served.get(who.group),
+        report=said.append,
+    )
+    sizes.get(JOBSET)
+    pool.run()
+    clock.now += FRESH + 1
+    sizes.get(JOBSET)
+    pool.run()
+    assert sizes.get(JOBSET) == 4
+    assert "served as v1, not v1alpha2" in said[-1]
+    clock.now += RETRY + 1
+    served["jobset.x-k8s.io"] = ["v1alpha2", "v1"]  # served again
+    answers.append(jobset((6, 1, GPU_POD)))
+    sizes.get(JOBSET)
+    pool.run()
+    assert (sizes.get(JOBSET), said[-1]) == (6, "")
+    clock.now += FRESH + 1
+    answers.append(client.ApiException(status=404))  # now the job is gone: nothing to say
+    sizes.get(JOBSET)
+    pool.run()
+    assert said[-1] == ""

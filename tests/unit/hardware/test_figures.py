@@ -260,3 +260,34 @@ def test_a_stage_that_cannot_start_says_so_in_one_line(
     assert measure.main(["sweep", "--out", str(tmp_path), "--sim", "B300"]) == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("hardware check: sweep: unknown GPU model 'B300'")
+
+
+def test_the_reset_stage_resets_only_after_the_agents_backend_released_nvml(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The driver refuses a reset while a process holds NVML; the fake nvidia-smi here
+    does the same, so the stage shows the refusal held and the reset released."""
+    from gpuhealth.backends.nvml import NvmlBackend  # noqa: PLC0415 - after the fake
+    from support.fake_pynvml import fake_pynvml  # noqa: PLC0415
+
+    nvml = fake_pynvml(lost=set(), broken_ecc=set())
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    backend = NvmlBackend(kernel_log=None, sysfs_ib=tmp_path / "none")
+
+    def reset() -> tuple[int, str]:
+        if nvml.inits > nvml.shutdowns:
+            return 255, "GPU 00000000:18:00.0 is currently in use by another process."
+        return 0, "GPU 00000000:18:00.0 was successfully reset."
+
+    result = measure.reset_beside_agent(backend, reset=reset, users=list)
+    assert (result["heldRc"], result["releasedRc"]) == (255, 0)
+    assert (result["gpusAfter"], result["lostAfter"]) == (2, [])
+    assert nvml.inits == 2  # opened again after the reset
+
+
+def test_the_reset_stage_never_resets_a_gpu_another_process_uses() -> None:
+    backend = SimBackend(node="n", model=H200, gpus=1, noise=0)
+    result = measure.reset_beside_agent(
+        backend, reset=lambda: pytest.fail("reset"), users=lambda: ["4242, python"]
+    )
+    assert "4242, python" in result["skipped"]

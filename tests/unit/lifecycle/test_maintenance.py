@@ -80,10 +80,29 @@ def test_maintenance_has_a_budget_of_its_own_and_the_drain_limit_holds() -> None
     assert again.phase is Phase.HEALTHY  # a node on its way out spends the budget too
     cordoned = replace(pitcrew_cordoned(node(), QUARANTINE_TAINT), maintenance=due.maintenance)
     suspect = status(Phase.SUSPECT, reason="Maintenance", since=T0 - HOUR)
-    waiting = decided(cordoned, suspect, pool=fleet(draining=1))
-    assert waiting.phase is Phase.SUSPECT  # maxConcurrentDrains 1 is taken
+    windows_draining = replace(fleet(draining=1), draining_for_maintenance=1)
+    waiting = decided(cordoned, suspect, pool=windows_draining)
+    assert waiting.phase is Phase.SUSPECT  # maxConcurrentDrains 1 is taken by a window
     # Admitted, and with nothing to evict drained at once.
     assert decided(cordoned, suspect).phase is Phase.MAINTENANCE
+
+
+def test_a_windows_drain_never_takes_a_faults_drain_slot() -> None:
+    """maxConcurrentDrains 1, and one node draining for a window: a broken node,
+    cordoned and waiting, drains now; a second window's node waits for the window's
+    slot, and a fault's drain does not take that one either."""
+    window_draining = replace(fleet(draining=1), draining_for_maintenance=1)
+    cordoned = pitcrew_cordoned(node(), QUARANTINE_TAINT)
+    broken = status(Phase.QUARANTINED, reason="Xid", checks=report(finding(FaultClass.FATAL)))
+    busy = replace(cordoned, pods=(pod("trainer-0"),))
+    assert decided(busy, broken, pool=window_draining).phase is Phase.DRAINING
+    due = replace(busy, maintenance=window(T0, T0 + HOUR))
+    suspect = status(Phase.SUSPECT, reason="Maintenance", since=T0 - HOUR)
+    held = decided(due, suspect, pool=window_draining)
+    assert held.phase is Phase.SUSPECT
+    (admitted,) = [c for c in held.status.conditions if c.type == "Admitted"]
+    assert "for maintenance" in admitted.message
+    assert decided(due, suspect, pool=fleet(draining=1)).phase is Phase.DRAINING
 
 
 def test_a_window_never_refuses_a_broken_node() -> None:

@@ -111,8 +111,8 @@ def test_failed_validation_quarantines_then_remediates_once_the_cordon_is_seen()
     second = decide(state=state(cordoned, first.status), policy=policy(), fleet=fleet(), now=LATER)
     # An idle node drains in no time: it goes straight on to its remediation.
     assert second.phase is Phase.REMEDIATING
-    assert a.Remediate in kinds(second.actions)
-    assert a.Cordon not in kinds(second.actions)
+    assert second.status.remediation is not None  # the rung started (a reset: it asks the
+    assert a.Cordon not in kinds(second.actions)  # agent to release first, test_reset_release)
 
 
 def test_fatal_finding_quarantines_and_drains_once_the_cordon_is_seen() -> None:
@@ -209,15 +209,20 @@ def test_drained_node_starts_the_first_rung_of_its_ladder() -> None:
         state=state(cordoned, draining), policy=policy(), fleet=fleet(draining=1), now=LATER
     )
     assert decision.phase is Phase.REMEDIATING
-    remediate = next(x for x in decision.actions if isinstance(x, a.Remediate))
-    assert (remediate.action, remediate.step, remediate.attempt) == (
-        RemediationAction.RESET_GPU,
-        0,
-        1,
+    rung = decision.status.remediation
+    assert rung is not None
+    assert (rung.action, rung.step, rung.attempt) == (RemediationAction.RESET_GPU, 0, 1)
+    # A reset's Job waits for the agent to close NVML: the next decision creates it.
+    assert rung.awaiting_release
+    released = decision.status.checks.model_copy(update={"released": rung.reference})
+    after = decide(
+        state=state(cordoned, decision.status.model_copy(update={"checks": released})),
+        policy=policy(),
+        fleet=fleet(remediating=1),
+        now=LATER,
     )
-    assert remediate.gpus == (3,)
-    assert decision.status.remediation is not None
-    assert decision.status.remediation.reference == remediate.key
+    remediate = next(x for x in after.actions if isinstance(x, a.Remediate))
+    assert (remediate.key, remediate.gpus) == (rung.reference, (3,))
 
 
 def remediating(
@@ -379,6 +384,24 @@ def test_opted_out_node_is_excluded_and_left_alone() -> None:
     )
     assert decision.phase is Phase.EXCLUDED
     assert kinds(decision.actions) == []
+
+
+def test_opting_out_undoes_pitcrews_cordon_taints_rung_and_reservation() -> None:
+    """Every way out of a state undoes what the state did: the label hands the node back
+    as a policy's deletion does (its Slurm drain: test_slurm_lifecycle)."""
+    quarantined = pitcrew_cordoned(
+        node(labels={"pitcrew.dev/managed": "false"}), QUARANTINE_TAINT, "pitcrew.dev/reserved"
+    )
+    out = remediating()
+    decision = decide(state=state(quarantined, out), policy=policy(), fleet=fleet(), now=T0)
+    assert decision.phase is Phase.EXCLUDED
+    (lift,) = [x for x in decision.actions if isinstance(x, a.Uncordon)]
+    assert lift.reason == "OptedOut"
+    assert decision.status.remediation is None  # the agent opens NVML again
+    # A person's cordon, with no mark of Pitcrew's: left as it is.
+    theirs = dataclasses.replace(node(labels={"pitcrew.dev/managed": "false"}), unschedulable=True)
+    kept = decide(state=state(theirs, out), policy=policy(), fleet=fleet(), now=T0)
+    assert kinds(kept.actions) == []
 
 
 def test_paused_policy_decides_nothing() -> None:

@@ -3,6 +3,7 @@ takes out, a wake for each change, nothing for a name two nodes claim or a stale
 
 from __future__ import annotations
 
+import datetime
 import threading
 from collections.abc import Iterable
 
@@ -10,7 +11,8 @@ import pytest
 
 from pitcrew.api.policy import SlurmSpec
 from pitcrew.controller.slurm import SlurmWatch
-from pitcrew.core.views import SlurmNodeView, SlurmUnreadable
+from pitcrew.core.convert import EPOCH
+from pitcrew.core.views import SlurmJobView, SlurmNodeView, SlurmUnreadable
 from pitcrew.slurm.control import SlurmError
 from support.slurm_fakes import FakeSlurm
 
@@ -47,8 +49,36 @@ def test_jobs_are_read_only_for_busy_nodes_being_taken_out_with_their_checkpoint
     assert view is not None
     assert view.jobs is not None
     assert view.jobs[0].id == "41"
-    assert view.jobs[0].checkpoint_at is not None
-    assert view.jobs[0].checkpoint_at.isoformat() == "2026-12-05T00:58:00+00:00"
+    assert view.jobs[0].checkpoint_at == EPOCH  # had before it was first read
+
+
+def test_a_slurm_jobs_checkpoint_is_dated_by_the_operators_clock_never_the_nodes() -> None:
+    """The comment's checkpoint time is the node's clock: 3 hours ahead here, it would
+    make a checkpoint from before the take-out look new and start the drain before the
+    job's next one. The watch dates it when it saw the comment change."""
+    slurm = FakeSlurm({"n1": SlurmNodeView("n1", ("MIXED",))})
+    seen = datetime.datetime(2026, 12, 5, 1, 0, tzinfo=datetime.UTC)
+    watch = SlurmWatch(slurm, interval=10, wake=lambda _: None, now=lambda: seen)  # type: ignore[arg-type]
+    watch.view("n1", [], SlurmSpec(), taking_out=True)
+    watch.poll()
+    assert jobs_of(watch)[0].checkpoint_at == EPOCH
+    slurm.job_comment = (
+        '{"step": 950, "time": "2026-12-05T04:02:00Z", "checkpointStep": 900, '
+        '"checkpointTime": "2026-12-05T04:01:00Z"}'
+    )
+    watch.poll()
+    assert jobs_of(watch)[0].checkpoint_at == seen
+    later = seen
+    seen = seen + datetime.timedelta(minutes=5)
+    watch.poll()  # the same checkpoint read again keeps its date
+    assert jobs_of(watch)[0].checkpoint_at == later
+
+
+def jobs_of(watch: SlurmWatch) -> tuple[SlurmJobView, ...]:
+    view, _ = watch.view("n1", [], SlurmSpec(), taking_out=True)
+    assert isinstance(view, SlurmNodeView)
+    assert view.jobs is not None
+    return view.jobs
 
 
 def test_a_slurm_name_two_nodes_claim_is_used_for_neither() -> None:

@@ -57,6 +57,7 @@ from pitcrew.core.lifecycle.draining import draining, quarantined, suspect
 from pitcrew.core.lifecycle.observe import HEARTBEAT_MISSES, observe, publish_checks
 from pitcrew.core.lifecycle.probes import PROBE_ATTEMPTS
 from pitcrew.core.lifecycle.remediating import remediating, retired
+from pitcrew.core.lifecycle.service import hand_back
 from pitcrew.core.lifecycle.validating import validating
 from pitcrew.core.views import FleetView, NodeState, PolicyView
 
@@ -98,7 +99,8 @@ def decide(
     observe(b)
     if state.node.opted_out:
         b.go(Phase.EXCLUDED, "OptedOut", "node is labelled pitcrew.dev/managed=false")
-        slurm.sync(b)  # handed back: Pitcrew's own Slurm drain is undone
+        hand_back(b)  # Pitcrew's cordon, taints, drain, rung and reservation undone
+        slurm.sync(b)  # and its own Slurm drain
         return b.finish()
     publish_checks(b)
     if policy.spec.safety.paused:

@@ -66,7 +66,8 @@ def suspect(b: Builder) -> None:
 def _begin_drain(b: Builder, why: str) -> None:
     if not b.cordon_observed:
         return  # the cordon is planned, not seen: evicting now would let pods come back
-    admission = safety.admit_drain(b.policy.spec.safety, b.fleet)
+    maintenance = b.status.reason == MAINTENANCE_REASON
+    admission = safety.admit_drain(b.policy.spec.safety, b.fleet, maintenance=maintenance)
     if not admission.allowed:
         b.refused(admission)
         return

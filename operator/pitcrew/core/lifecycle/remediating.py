@@ -7,13 +7,21 @@ resumes it; a rung is over when the evidence of its repair is seen (a reset
 Job that succeeded, a new boot ID) and the agent reported after it, or when its
 timeout passes, which is the decision's wake-up meanwhile. A node remediated
 too often within the lemon window is retired instead of repaired again.
+
+A reset-gpu rung first asks the node's agent to let go of the GPUs: ``nvidia-smi -r``
+is refused ("in use by another client") while any process holds a device open, and
+the agent's NVML handles do. The rung is recorded ``awaitingRelease``; the agent sees
+it on its GPUNode, closes NVML, pauses its checks and says so in
+``status.checks.released``; only then is the reset Job created. An agent that does not
+answer within :data:`RELEASE_WAIT` (not running, so holding nothing) does not hold the
+reset longer: the Job is created anyway, and the Event says the agent did not answer.
 """
 
 from __future__ import annotations
 
 from gpuhealth.report import FaultClass
 from pitcrew.api.gpunode import Phase, RemediationStatus, RepairUnderTest
-from pitcrew.api.meta import ConditionStatus
+from pitcrew.api.meta import ConditionStatus, Duration
 from pitcrew.api.policy import RemediationAction
 from pitcrew.api.vocabulary import MAINTENANCE_REASON, QUARANTINE_TAINT, RETIRED_TAINT
 from pitcrew.core import actions as a
@@ -24,6 +32,12 @@ from pitcrew.core.lifecycle.facts import elapsed, fault_class, lemon, maintenanc
 from pitcrew.core.lifecycle.probes import start_validation
 from pitcrew.core.lifecycle.service import back_in_service
 from pitcrew.core.names import remediation_key
+
+RELEASE_WAIT = Duration("1m")
+"""How long a reset waits for the agent to close its NVML handles. A running agent
+answers within a watch event and one status write (seconds); one that has not answered
+in a minute is most likely not running, and a process that is not running holds no
+device open."""
 
 
 def retire(b: Builder, reason: str, message: str) -> None:
@@ -113,11 +127,22 @@ def start_step(b: Builder, klass: FaultClass, *, step: int, attempt: int) -> Non
             started_at=b.now,
             reference=key,
             boot_id=b.node.boot_id,
+            awaiting_release=rung.action is RemediationAction.RESET_GPU,
         ),
         remediations=[*b.status.remediations, b.now][-100:],
         drain=None,
     )
     b.wake(b.now + rung.timeout)
+    if rung.action is RemediationAction.RESET_GPU:
+        b.actions.append(
+            a.Record(
+                reason="ReleaseRequested",
+                message=f"{rung.action} attempt {attempt} waits for the agent to release "
+                f"the GPUs (NVML), at most {RELEASE_WAIT}",
+            )
+        )
+        b.wake(b.now + RELEASE_WAIT)
+        return
     b.actions.append(
         a.Remediate(
             action=rung.action,
@@ -130,6 +155,34 @@ def start_step(b: Builder, klass: FaultClass, *, step: int, attempt: int) -> Non
     )
 
 
+def start_released(b: Builder, remediation: RemediationStatus) -> RemediationStatus:
+    """The reset Job of a rung awaiting the agent's release: created once the agent
+    says it closed NVML for this rung, or once :data:`RELEASE_WAIT` passed without an
+    answer. Until then the rung's timeout runs as for any other rung."""
+    released = b.status.checks.released == remediation.reference
+    if not released and not elapsed(b, remediation.started_at, RELEASE_WAIT, inclusive=True):
+        return remediation
+    remediation = remediation.model_copy(update={"awaiting_release": False})
+    b.set(remediation=remediation)
+    finding = worst_finding(b.status)
+    how = (
+        "the agent released the GPUs"
+        if released
+        else f"the agent did not release the GPUs within {RELEASE_WAIT} (not running?)"
+    )
+    b.actions.append(
+        a.Remediate(
+            action=remediation.action,
+            step=remediation.step,
+            attempt=remediation.attempt,
+            key=remediation.reference,
+            gpus=finding.gpus if finding else (),
+            message=f"{remediation.action} attempt {remediation.attempt}: {how}",
+        )
+    )
+    return remediation
+
+
 def resume(b: Builder, remediation: RemediationStatus) -> None:
     """A rung another process recorded and this one has not started: start it again
     if that is safe (idempotent for its key: an existing Job is found, a webhook
@@ -138,6 +191,8 @@ def resume(b: Builder, remediation: RemediationStatus) -> None:
     decides, as the package says."""
     if b.state.rung_started or remediation.confirmed or remediation.error:
         return
+    if remediation.awaiting_release or any(isinstance(x, a.Remediate) for x in b.actions):
+        return  # its Job waits for the agent's release, or was just created after it
     if not remediation.action.idempotent or b.dry_run:
         return
     finding = worst_finding(b.status)
@@ -163,6 +218,8 @@ def remediating(b: Builder) -> None:
     if remediation is None:
         begin_remediation(b)
         return
+    if remediation.awaiting_release and not b.dry_run:
+        remediation = start_released(b, remediation)
     evidence = repair_evidence(b.node, remediation)
     if evidence and not remediation.confirmed:
         remediation = remediation.model_copy(update={"confirmed": evidence})

@@ -8,7 +8,14 @@ ever lifted: a cordon someone else made stays.
 from __future__ import annotations
 
 from pitcrew.api.gpunode import Phase
-from pitcrew.api.vocabulary import QUARANTINE_TAINT, RETIRED_TAINT, SPARE_TAINT, VALIDATING_TAINT
+from pitcrew.api.vocabulary import (
+    MANAGED_LABEL,
+    PITCREW_TAINTS,
+    QUARANTINE_TAINT,
+    RETIRED_TAINT,
+    SPARE_TAINT,
+    VALIDATING_TAINT,
+)
 from pitcrew.core import actions as a
 from pitcrew.core.lifecycle.builder import Builder
 from pitcrew.core.lifecycle.facts import spares_wanted
@@ -27,6 +34,27 @@ def lift_cordon(b: Builder, reason: str, message: str, *, spare_too: bool = Fals
         or any(node.has_taint(t) for t in taints)
     ):
         b.actions.append(a.Uncordon(reason=reason, message=message))
+
+
+def hand_back(b: Builder) -> None:
+    """Opted out (``pitcrew.dev/managed=false``): the node is handed back whole, as when
+    no policy manages it any more. Every mark of Pitcrew's goes: its cordon, every taint
+    of its own (a spare's and a reservation's too) and what its status held of a drain,
+    a rung or a reservation; Pitcrew's Slurm drain goes in ``slurm.sync``.
+    A cordon someone else made stays: to keep the node out, cordon it by hand."""
+    node = b.node
+    if (
+        node.cordoned_by_pitcrew
+        or node.stale_cordon_claim
+        or any(node.has_taint(t) for t in PITCREW_TAINTS)
+    ):
+        b.actions.append(
+            a.Uncordon(
+                reason="OptedOut",
+                message=f"labelled {MANAGED_LABEL}=false: Pitcrew's cordon and taints lifted",
+            )
+        )
+    b.set(drain=None, remediation=None, repair_under_test=None, reservation=None)
 
 
 def hold_as_spare(
