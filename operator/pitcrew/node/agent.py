@@ -209,6 +209,12 @@ class AgentCore:
             if key == self.released:
                 return False
             if key:
+                if not self.released and self.last_status is None:
+                    # Started with a reset pending (restarted mid-rung): one sweep first,
+                    # or the status that says "released" would say "no GPUs" with it.
+                    report = self.checker.run()
+                    repair = self.remediation_key or ""
+                    self.last_status = agent_status(report, self.checker, repair=repair)
                 if not self.released:
                     self.checker.backend.release()
                     logger.info("reset %s: NVML released, checks paused", key)

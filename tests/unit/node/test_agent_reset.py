@@ -190,3 +190,15 @@ def test_a_release_the_apiserver_did_not_take_is_said_at_the_next_sweep(
     )
     assert core.tick()  # not waiting for the heartbeat
     assert writes[-1]["checks"]["released"] == "fix-1"
+
+
+def test_an_agent_started_with_a_reset_pending_says_what_gpus_it_has_before_releasing(
+    nvml: Any, writes: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    """A restarted agent finds the rung at once; its "released" status must not read
+    as a node without GPUs (the agent's apply replaces all of its fields)."""
+    core = agent(tmp_path, Clock())
+    core.follow(gpunode())
+    assert nvml.shutdowns == 1
+    (written,) = writes
+    assert (written["checks"]["released"], written["gpuCount"]) == ("fix-1", 2)
