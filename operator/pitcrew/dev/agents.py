@@ -290,7 +290,8 @@ class SimAgents:
             self.urgent.submit(self._tick, sim)
 
     def on_gpunode(self, gpunode: dict[str, Any], *, deleted: bool = False) -> None:
-        """A GPUNode changed: its agent follows the checks it publishes."""
+        """A GPUNode changed: its agent follows the checks it publishes and the reset
+        rung recorded on it (closing the simulated NVML for it, sweeping once it is over)."""
         if deleted:
             return
         name = gpunode["metadata"]["name"]
@@ -299,7 +300,11 @@ class SimAgents:
             if sim is None:
                 self.published[name] = gpunode
                 return
+        released = sim.core.released
         sim.core.follow(gpunode)
+        if released and not sim.core.released:
+            # The reset is over: sweep now, as the real agent's loop does when woken.
+            self.urgent.submit(self._tick, sim)
 
     def _boot(self, node: str) -> None:
         """The machine (re)booted: its kubelet reports a new boot ID."""
