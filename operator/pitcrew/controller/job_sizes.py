@@ -13,7 +13,8 @@ A 404 is a deleted job only where the apiserver still serves the version Pitcrew
 reads (:data:`~pitcrew.core.job_size.owner`'s): after an upgrade of the launcher that
 stopped serving it (JobSet no longer serving ``v1alpha2``), every job of the kind
 answers 404. Then the size last read is kept, and the policies' status says so
-(condition ``JobSizes=False``, through ``report``) until a read succeeds.
+(condition ``JobSizes=False``, through ``report``) until a read succeeds; a kind the
+operator may not read is said there the same way.
 """
 
 from __future__ import annotations
@@ -57,8 +58,9 @@ class JobSizes:
         self.served = served
         """Asked after a 404 (:func:`discovery`): a deleted job, or a version no longer
         served? Without it a 404 is a deleted job."""
-        self.unserved: dict[str, str] = {}
-        """Kinds whose version is not served, and what to say about it."""
+        self.unread: dict[str, str] = {}
+        """Kinds that cannot be read as they should (a version not served, a 403), and
+        what to say about it."""
         self.report = report
         """Told why some job sizes cannot be read as they should (empty: they can):
         the policies' status says it."""
@@ -98,7 +100,7 @@ class JobSizes:
             logger.warning("reading %s %s failed", owner.kind, owner.name, exc_info=True)
         else:
             with self.lock:
-                cleared = self.unserved.pop(owner.kind, None) is not None
+                cleared = self.unread.pop(owner.kind, None) is not None
             if cleared:
                 self._report()
         with self.lock:
@@ -125,27 +127,29 @@ class JobSizes:
             "size last read (sized by the pods seen where none was read)"
         )
         with self.lock:
-            first = self.unserved.get(owner.kind) != why
-            self.unserved[owner.kind] = why
+            first = self.unread.get(owner.kind) != why
+            self.unread[owner.kind] = why
         if first:
             logger.warning("%s", why)
             self._report()
 
     def _report(self) -> None:
         with self.lock:
-            problem = "; ".join(sorted(self.unserved.values()))
+            problem = "; ".join(sorted(self.unread.values()))
         self.report(problem)
 
     def _forbid(self, owner: Owner) -> None:
+        why = (
+            f"may not read {owner.kind} (403 Forbidden): the jobs it launches are sized by "
+            "the pods seen (grant get on it: the chart's rbac.readJobSizes)"
+        )
         with self.lock:
             first = owner.kind not in self.forbidden
             self.forbidden[owner.kind] = self.clock() + FORBIDDEN_FOR
+            self.unread[owner.kind] = why
         if first:
-            logger.warning(
-                "may not read %s: jobs it launches are sized by the pods seen "
-                "(grant get on it: the chart's rbac.readJobSizes)",
-                owner.kind,
-            )
+            logger.warning("%s", why)
+            self._report()
 
 
 def discovery(api: client.ApiClient) -> Served:

@@ -194,7 +194,8 @@ def test_a_kind_the_operator_may_not_read_is_not_asked_again_for_an_hour(
         raise client.ApiException(status=403, reason="Forbidden")
 
     clock, pool = Clock(), Inline()
-    sizes = JobSizes(fetch, pool, clock=clock)  # type: ignore[arg-type]
+    said: list[str] = []
+    sizes = JobSizes(fetch, pool, clock=clock, report=said.append)  # type: ignore[arg-type]
     other = Owner("jobset.x-k8s.io", "v1alpha2", "jobsets", "ml", "other")
     sizes.get(JOBSET)
     pool.run()
@@ -203,6 +204,7 @@ def test_a_kind_the_operator_may_not_read_is_not_asked_again_for_an_hour(
     pool.run()
     assert calls == [JOBSET]  # the whole kind is forbidden, not just one object
     assert sum("rbac.readJobSizes" in r.message for r in caplog.records) == 1
+    assert "403" in said[-1]  # and in the policies' status (JobSizes=False)
     clock.now += FORBIDDEN_FOR
     sizes.get(other)
     pool.run()
