@@ -5,7 +5,9 @@ for the end-to-end tests (each in a process of its own, with the pod's environme
 every 10 steps, a tenth of a second a step.
 ``python hooked_training.py ranks STEPS NODE0 NODE1 SLOW``: two ``torch.distributed``
 ranks (gloo) with the plain-loop helper; rank 1's forward pass takes SLOW seconds
-more (a throttled GPU); rank 0 checkpoints every 50 steps.
+more (a throttled GPU) from the start; both ranks name one role (data parallelism:
+peers), so rank 1 is judged against rank 0's pace, not its own; rank 0 checkpoints
+every 50 steps.
 """
 
 from __future__ import annotations
@@ -71,7 +73,9 @@ class Slow(torch.nn.Module):
 def rank(index: int, port: int, steps: int, nodes: list[str], slow: float) -> None:
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=index, world_size=2)
     model = Slow(slow if index == 1 else 0.0)
-    pitcrew = TrainingReporter(model, min_interval=1.0, node=nodes[index], tokens_per_step=4096)
+    pitcrew = TrainingReporter(
+        model, min_interval=1.0, node=nodes[index], role="data", tokens_per_step=4096
+    )
     for step in range(1, steps + 1):
         model(torch.randn(8, 64)).sum().backward()
         for p in model.parameters():

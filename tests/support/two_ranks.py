@@ -4,6 +4,7 @@ helper's test; in a module of its own, which the spawned processes can import.""
 from __future__ import annotations
 
 import json
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -14,8 +15,20 @@ import torch.distributed as dist
 from pitcrew.client.distributed import TrainingReporter
 from pitcrew.client.progress import ProgressReporter
 
-SLOW_SECONDS = 0.03
+STAGE_SECONDS = (0.1, 0.15)
+"""Each rank's forward pass while healthy: rank 1 is always 1.5x rank 0 (a pipeline's
+first stage, an expert with more tokens): the job's shape, no fault."""
+SLOWED_AT = 20
+"""The step from which rank 0's GPU runs slow: :data:`SLOWED_SECONDS` a forward pass,
+2x its usual, and yet only 1.14x the median of the two ranks."""
+SLOWED_SECONDS = 0.2
 STEPS = 30
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 class Recording:
@@ -32,20 +45,21 @@ class Recording:
 
 
 class Model(torch.nn.Module):
-    def __init__(self, slow: bool) -> None:
+    def __init__(self, index: int) -> None:
         super().__init__()
         self.layer = torch.nn.Linear(8, 8)
-        self.slow = slow
+        self.index = index
+        self.step = 0
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.slow:
-            time.sleep(SLOW_SECONDS)  # a throttled GPU: this rank's own compute
+        slowed = self.index == 0 and self.step >= SLOWED_AT
+        time.sleep(SLOWED_SECONDS if slowed else STAGE_SECONDS[self.index])  # its own compute
         return self.layer(x)
 
 
 def rank(index: int, port: int, out: Path) -> None:
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=index, world_size=2)
-    model = Model(slow=index == 1)
+    model = Model(index)
     reporter = None
     if index == 0:
         reporter = ProgressReporter(
@@ -53,6 +67,7 @@ def rank(index: int, port: int, out: Path) -> None:
         )
     pitcrew = TrainingReporter(model, min_interval=0, node=f"node-{index}", reporter=reporter)
     for step in range(STEPS):
+        model.step = step
         loss = model(torch.randn(4, 8)).sum()
         loss.backward()
         for p in model.parameters():  # the gradient all-reduce: ranks wait for each other

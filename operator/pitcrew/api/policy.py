@@ -521,23 +521,35 @@ class GoodputSpec(ApiModel):
     )
 
 
+MIN_SLOWER_PERCENT = 5
+"""The least slowdown a policy may judge: under it, step-to-step noise. The hooks also
+learn a rank's usual pace only from gatherings at most this much slower than it
+(:mod:`pitcrew.client.ranks`), so a straggler never becomes its own usual."""
+
+
 class StragglerSpec(ApiModel):
     """When a node that slows its job down is taken out (reason ``Straggler``).
 
     A synchronous job runs at the pace of its slowest rank: a throttled GPU or a
     degraded link costs the MFU of every GPU in the job while each health check
-    passes. Rank 0's progress report names the slowest ranks' nodes (the framework
-    hooks gather every rank's step time); a node named slower than the job's median
-    by ``slowerThanMedianPercent`` in ``consecutiveReports`` reports in a row is
-    made Suspect and drained at the job's next checkpoint like any degraded fault."""
+    passes. Ranks are not alike (a pipeline's stages, MoE experts), so the framework
+    hooks judge each rank against its own usual pace: its compute relative to the
+    job's median (or its role's), learned over the job's first gatherings. Rank 0's
+    progress report names the nodes furthest behind their usual pace; a node named
+    slower than its usual by ``slowerThanMedianPercent`` in ``consecutiveReports``
+    reports in a row is made Suspect and drained at the job's next checkpoint like
+    any degraded fault."""
 
     enabled: bool = Field(default=True, description="Take out nodes that straggle.")
     slower_than_median_percent: int = Field(
         default=20,
-        ge=5,
+        ge=MIN_SLOWER_PERCENT,
         le=1000,
-        description="How much slower than the job's median step time a node must be to "
-        "count as its straggler in one report.",
+        description="How much slower than its usual pace a node's rank must be to count "
+        "as the job's straggler in one report: the usual pace is the rank's own step "
+        "time relative to the job's median (its role's, where the job names roles), as "
+        "the hooks learned it; a report that names no usual pace is judged against the "
+        "job's median.",
     )
     consecutive_reports: int = Field(
         default=3,

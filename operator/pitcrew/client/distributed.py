@@ -17,16 +17,27 @@ Every rank makes a :class:`TrainingReporter`; only rank 0 writes to Kubernetes::
 A synchronous job waits for its slowest rank at every collective, so the wall time
 of a step is the same on every rank. What tells the straggler is each rank's own
 compute: the forward pass (hooks on the module, with CUDA events on a GPU, so
-nothing synchronises the stream), or any block wrapped in :meth:`compute`. Every
+nothing synchronises the stream), or any block wrapped in :meth:`compute`. A
+collective inside what is timed is a wait, not compute: the rank that reaches it first
+waits there for the slowest, and so looks as slow as the straggler, which then hides
+(measured with two CPU ranks under FSDP: 0.40 s and 0.42 s a step, the slow rank's
+0.2 s sleep in both). The hooks leave out each FSDP unit's parameter all-gather
+(:meth:`ComputeTimer.exclude`); DDP's forward pass has no collective (its gradient
+all-reduce is in the backward pass, not timed); any other collective in the forward
+pass (tensor parallelism's) is timed: time the compute between them with
+:meth:`compute` instead. Every
 few steps, all ranks gather their compute and wall time per step with **one**
-``all_gather`` of two floats per rank, and rank 0 reports the median and the
-slowest nodes (:func:`pitcrew.client.ranks.summarize`). The next gathering comes
+``all_gather`` of two floats per rank, and rank 0 reports the median and the nodes
+furthest behind their own usual pace (:class:`pitcrew.client.ranks.Paces`): ranks of
+a pipeline's stages or of MoE experts differ by design, and a job can name each
+rank's role (``role=``, or ``PITCREW_ROLE``: the pipeline stage, the expert group) so
+that a rank is judged against its peers of that role too. The next gathering comes
 after ``min_interval`` seconds' worth of steps, counted from the gathered wall
 times, which every rank holds alike: the ranks agree on when to gather without a
 word more.
 
 Node names come from ``NODE_NAME`` (the downward API's ``spec.nodeName``) or the
-hostname, gathered once. Nothing here raises into the training loop, and no step
+hostname, gathered once with the roles. Nothing here raises into the training loop, and no step
 waits on Kubernetes: rank 0 writes from a thread of its own
 (:class:`~pitcrew.client.background.BackgroundReporter`), and a failed write or
 gathering is logged and the next one tried. A job that restarted from a checkpoint
@@ -49,11 +60,12 @@ from typing import Any, ParamSpec
 
 from pitcrew.client.background import BackgroundReporter
 from pitcrew.client.progress import ProgressReporter, Timing
-from pitcrew.client.ranks import summarize
+from pitcrew.client.ranks import Paces
 
 try:
     import torch
     import torch.distributed as dist
+    from torch.distributed import fsdp
 except ImportError as missing:
     raise ImportError(
         f"pitcrew.client.distributed needs PyTorch: pip install torch ({missing})"
@@ -80,14 +92,18 @@ def guarded(hook: Callable[P, None]) -> Callable[P, None]:
     return run
 
 
-class ComputeTimer:
-    """Seconds of this rank's own compute, from hooks or blocks; CUDA events on a GPU
-    (read only at the next gathering, when they have long completed)."""
+class Stopwatch:
+    """Seconds between starts and stops; CUDA events on a GPU (read only at the next
+    gathering, when they have long completed, so nothing synchronises the stream)."""
 
     def __init__(self) -> None:
         self.seconds = 0.0
         self._started: Any = None
         self._events: list[tuple[Any, Any]] = []
+
+    @property
+    def running(self) -> bool:
+        return self._started is not None
 
     def start(self) -> None:
         if torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -108,13 +124,56 @@ class ComputeTimer:
         self._events.append((started, end))
 
     def take(self) -> float:
-        """The compute since the last call (``nan`` if nothing was timed)."""
+        """The seconds since the last call (``nan`` if nothing was timed)."""
         for started, end in self._events:
             end.synchronize()
             self.seconds += started.elapsed_time(end) / 1000
         timed = bool(self._events) or self.seconds > 0
         seconds, self.seconds, self._events = self.seconds, 0.0, []
         return seconds if timed else math.nan
+
+
+class ComputeTimer:
+    """Seconds of this rank's own compute, from hooks or blocks: what is timed, less
+    the time spent in FSDP's parameter all-gathers inside it (:meth:`exclude`)."""
+
+    def __init__(self) -> None:
+        self.compute = Stopwatch()
+        self.waiting = Stopwatch()
+        """The all-gathers: a rank that reaches one first waits there for the slowest,
+        and without this the fast ranks' forward passes took as long as the straggler's."""
+
+    def start(self) -> None:
+        self.compute.start()
+
+    def stop(self) -> None:
+        self.compute.stop()
+
+    def exclude(self, module: torch.nn.Module) -> None:
+        """Leave out of the compute the parameter all-gather of every FSDP unit in
+        ``module`` (FSDP's ``FullyShardedDataParallel``, whose forward gathers before
+        it calls the module it wraps, and ``fully_shard``'s units, which gather in a
+        forward pre-hook): from the unit's first pre-hook to the point its own
+        compute begins. Prepended, so the wait is timed however the hooks were added;
+        counted only inside the compute timed (a forward recomputed in the backward,
+        under activation checkpointing, is neither)."""
+        fully_shard = getattr(fsdp, "FSDPModule", None)  # torch >= 2.6
+        for unit in module.modules():
+            if isinstance(unit, fsdp.FullyShardedDataParallel):
+                unit.register_forward_pre_hook(self._wait, prepend=True)
+                unit.module.register_forward_pre_hook(lambda *_: self.waiting.stop())
+            elif fully_shard is not None and isinstance(unit, fully_shard):
+                unit.register_forward_pre_hook(self._wait, prepend=True)
+                unit.register_forward_pre_hook(lambda *_: self.waiting.stop())
+
+    def _wait(self, *_: object) -> None:
+        if self.compute.running:
+            self.waiting.start()
+
+    def take(self) -> float:
+        """The compute since the last call (``nan`` if nothing was timed)."""
+        compute, waiting = self.compute.take(), self.waiting.take()
+        return compute - waiting if not math.isnan(waiting) else compute
 
 
 class TrainingReporter:
@@ -127,6 +186,7 @@ class TrainingReporter:
         parameters: int | None = None,
         tokens_per_step: int | None = None,
         node: str | None = None,
+        role: str | None = None,
         group: Any = None,
         reporter: ProgressReporter | None = None,
     ) -> None:
@@ -135,6 +195,7 @@ class TrainingReporter:
         self.rank = dist.get_rank(group) if self.distributed else 0
         self.world = dist.get_world_size(group) if self.distributed else 1
         self.node = node or os.environ.get("NODE_NAME") or socket.gethostname()
+        self.role = role if role is not None else os.environ.get("PITCREW_ROLE", "")
         self.min_interval = min_interval
         self.reporter = reporter
         if self.rank == 0 and reporter is None:
@@ -148,15 +209,18 @@ class TrainingReporter:
             )
         self.timer = ComputeTimer()
         self.every = FIRST_GATHER
-        self.nodes: list[str] | None = None
+        self.paces: Paces | None = None
+        """Rank 0's judge of every rank's pace, once the ranks' nodes and roles are known."""
         self._steps = 0
         self._since = time.perf_counter()
         if model is not None:
             self.watch(model)
 
     def watch(self, module: torch.nn.Module) -> None:
-        """Time every forward pass of ``module`` as this rank's compute."""
-        module.register_forward_pre_hook(lambda *_: self.timer.start())
+        """Time every forward pass of ``module`` as this rank's compute, less its FSDP
+        all-gathers (wrap the model in FSDP first)."""
+        self.timer.exclude(module)
+        module.register_forward_pre_hook(lambda *_: self.timer.start(), prepend=True)
         module.register_forward_hook(lambda *_: self.timer.stop())
 
     @contextlib.contextmanager
@@ -209,18 +273,20 @@ class TrainingReporter:
         # Every rank holds the same walls: they agree on the next gathering.
         slowest_wall = max(w for _, w in gathered)
         self.every = max(1, math.ceil(self.min_interval / slowest_wall)) if slowest_wall else 1
-        if self.nodes is None or len(self.nodes) != len(gathered):
-            return None
-        return summarize([c for c, _ in gathered], self.nodes)
+        if self.reporter is None or self.paces is None or len(self.paces.nodes) != len(gathered):
+            return None  # only rank 0 reports, and so judges
+        return self.paces.judge([c for c, _ in gathered])
 
     def _all_gather(self, compute: float, wall: float) -> list[tuple[float, float]]:
         if not self.distributed or self.world == 1:
-            self.nodes = [self.node]
+            if self.paces is None:
+                self.paces = Paces([self.node], [self.role] if self.role else ())
             return [(compute, wall)]
-        if self.nodes is None:
+        if self.paces is None:
             names: list[Any] = [None] * self.world
-            dist.all_gather_object(names, self.node, group=self.group)
-            self.nodes = [str(n or "") for n in names]
+            dist.all_gather_object(names, (self.node, self.role), group=self.group)
+            roles = [str(role or "") for _, role in names]
+            self.paces = Paces([str(n or "") for n, _ in names], roles if any(roles) else ())
         cuda = dist.get_backend(self.group) == "nccl"
         device = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
         mine = torch.tensor([compute, wall], dtype=torch.float64, device=device)

@@ -17,7 +17,8 @@ at, each checkpoint once it is saved, the model's parameters, the FLOPs of one
 optimizer step (counted once, by ``torch.utils.flop_counter`` on one batch, times the
 ranks), and every rank's compute time, gathered as
 :class:`~pitcrew.client.distributed.TrainingReporter` does: the time from the start
-of a batch to its backward pass, which waits on no other rank. Writes happen on a
+of a batch to its backward pass, less the parameter all-gathers of the FSDP strategy's
+units, where a fast rank waits for the slow one. Writes happen on a
 thread of their own (no step waits on Kubernetes). A run resumed from a checkpoint
 (``fit(ckpt_path=...)``) reports the checkpoint it went back to, with the time the
 callback stored in it when it was saved.
@@ -124,8 +125,11 @@ class PitcrewCallback(_Callback):  # type: ignore[misc]  # the bases are found a
 
     @guarded
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
-        if self.restored is not None and self.reporter is not None:
-            self.reporter.resumed(*self.restored)
+        if self.reporter is not None:
+            # The strategy has wrapped the model by now: FSDP's all-gathers are waits.
+            self.reporter.timer.exclude(trainer.model)
+            if self.restored is not None:
+                self.reporter.resumed(*self.restored)
         self.restored = None
 
     @guarded

@@ -57,7 +57,8 @@ from pitcrew.slurm.control import Slurm
 
 logger = logging.getLogger(__name__)
 Timing = tuple[float, tuple[RankTime, ...]]
-"""The median rank's step time and the slowest nodes (:func:`pitcrew.client.ranks.summarize`)."""
+"""The median rank's step time and the nodes furthest behind their usual pace
+(:meth:`pitcrew.client.ranks.Paces.judge`)."""
 SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 WRITE_TIMEOUT = 10.0
 """Seconds one write (a PATCH of the pod, an ``scontrol update``) may hold the loop."""
@@ -83,14 +84,19 @@ def encode(progress: Progress) -> str:
     if progress.step_seconds is not None:
         fields["stepSeconds"] = _microseconds(progress.step_seconds)
     if progress.slowest:
-        fields["slowest"] = [
-            {"node": r.node, "stepSeconds": _microseconds(r.step_seconds)} for r in progress.slowest
-        ]
+        fields["slowest"] = [_rank_time(r) for r in progress.slowest]
     return json.dumps(fields, separators=(",", ":"))
 
 
+def _rank_time(rank: RankTime) -> dict[str, Any]:
+    fields: dict[str, Any] = {"node": rank.node, "stepSeconds": _microseconds(rank.step_seconds)}
+    if rank.usual_seconds is not None:
+        fields["usualSeconds"] = _microseconds(rank.usual_seconds)
+    return fields
+
+
 MAX_BYTES = 4096
-"""The longest annotation read: a report is under 300 bytes, and whoever can patch a
+"""The longest annotation read: a report is under 600 bytes, and whoever can patch a
 pod must not make the operator parse megabytes every few seconds."""
 
 
@@ -165,7 +171,8 @@ def _slowest(value: Any) -> tuple[RankTime, ...]:
         node = entry.get("node") if isinstance(entry, dict) else None
         if not isinstance(node, str) or not 0 < len(node) <= 253:
             raise ValueError(f"slowest entry {entry!r} names no node")
-        found.append(RankTime(node, _seconds(entry.get("stepSeconds"))))
+        usual = _optional(_seconds, entry.get("usualSeconds"))
+        found.append(RankTime(node, _seconds(entry.get("stepSeconds")), usual))
     return tuple(found)
 
 
@@ -225,7 +232,8 @@ class ProgressReporter:
     def step(self, step: int, *, ranks: Timing | None = None) -> bool:
         """Record the step reached; writes when ``min_interval`` has passed. True if written.
 
-        ``ranks``: the median step time and the slowest nodes, gathered from every rank
+        ``ranks``: the median step time and the nodes furthest behind their usual pace,
+        gathered from every rank
         (:mod:`pitcrew.client.distributed` does it). Sent once, with the next write."""
         self._step = step
         if ranks is not None:

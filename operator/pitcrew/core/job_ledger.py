@@ -65,11 +65,15 @@ class Cause(StrEnum):
 
 @dataclass(frozen=True)
 class RankTime:
-    """A node's step time in one report: the slowest of its ranks, averaged over the
-    steps since the previous report."""
+    """A node's step time in one report: its rank furthest behind its usual pace,
+    averaged over the steps since the previous report."""
 
     node: str
     step_seconds: float
+    usual_seconds: float | None = None
+    """What that rank would have taken at its usual pace (:mod:`pitcrew.client.ranks`):
+    ranks of a pipeline's stages or MoE experts differ by design. None in a report
+    that names no usual pace (a hand-written one, an older client): the job's median."""
 
 
 @dataclass(frozen=True)

@@ -2,11 +2,16 @@
 
 A synchronous job runs at the pace of its slowest rank. Rank 0's progress report
 (the framework hooks gather every rank's compute time, :mod:`pitcrew.client.distributed`)
-says the job's median step time and names its slowest nodes. One slow report is
-noise: a page-cache miss, a data loader, a neighbour's checkpoint. A node named
-slower than the median by the policy's threshold in ``consecutiveReports`` reports
-in a row is the job's straggler, and the lifecycle takes it out like a degraded
-fault (reason ``Straggler``).
+says the job's median step time and names the nodes furthest behind their usual pace,
+each with the time its rank would have taken at that pace: ranks are not alike (a
+pipeline's stages, MoE experts), and a rank that was always slower than the median
+is the job's shape, not a fault (:mod:`pitcrew.client.ranks`). A node's time is
+judged against that usual time, or against the job's median where the report names
+none (a hand-written report, an older client). One slow report is noise: a
+page-cache miss, a data loader, a neighbour's checkpoint. A node named slower than
+its usual by the policy's threshold in ``consecutiveReports`` reports in a row is the
+job's straggler, and the lifecycle takes it out like a degraded fault (reason
+``Straggler``).
 
 The report is written by the tenant's own code, so it is trusted only about the
 tenant's own nodes: a node counts only where the job has a pod running, and only
@@ -26,9 +31,10 @@ from pitcrew.core.job_ledger import Progress
 
 
 def slow_nodes(progress: Progress, spec: Mapping[str, StragglerSpec]) -> dict[str, float]:
-    """The nodes this report names slower than the median by their policy's threshold,
-    with how many times the median they took. ``spec``: the job's nodes that may be
-    judged (in service, stragglers enabled), each with its policy's setting."""
+    """The nodes this report names slower than their usual time by their policy's
+    threshold, with how many times their usual time they took. ``spec``: the job's
+    nodes that may be judged (in service, stragglers enabled), each with its policy's
+    setting."""
     median = progress.step_seconds
     if median is None:
         return {}
@@ -37,9 +43,18 @@ def slow_nodes(progress: Progress, spec: Mapping[str, StragglerSpec]) -> dict[st
         setting = spec.get(rank.node)
         if setting is None or not setting.enabled:
             continue
-        if rank.step_seconds >= median * (1 + setting.slower_than_median_percent / 100):
-            found[rank.node] = rank.step_seconds / median
+        usual = median if rank.usual_seconds is None else rank.usual_seconds
+        if rank.step_seconds >= usual * (1 + setting.slower_than_median_percent / 100):
+            found[rank.node] = rank.step_seconds / usual
     return found
+
+
+def verdict(job: str, ratio: float, reports: int) -> str:
+    """The sentence a straggler is taken out with."""
+    return (
+        f"the straggler of job {job}: {ratio:.2f}x its usual step time "
+        f"in {reports} reports in a row"
+    )
 
 
 @dataclass
@@ -88,8 +103,5 @@ class Streaks:
                 if setting is None or node in found:
                     continue
                 if streak.reports >= setting.consecutive_reports:
-                    found[node] = (
-                        f"the straggler of job {job}: {streak.ratio:.2f}x its median step "
-                        f"time in {streak.reports} reports in a row"
-                    )
+                    found[node] = verdict(job, streak.ratio, streak.reports)
         return found

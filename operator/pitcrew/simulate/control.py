@@ -22,9 +22,9 @@ are decided again when the bounds move, as the operator's periodic resync would.
 A node's plan is carried out ``exec_latency`` after its decision, and the node
 is not decided again before that (a plan in flight).
 
-Stragglers are judged as :mod:`pitcrew.core.stragglers` does, from rank 0's
-progress reports: a slow node that holds a rank of the job and is slower than
-the policy's ``stragglers.slowerThanMedianPercent`` is named in every report, one
+Stragglers are judged by :mod:`pitcrew.core.stragglers`, from rank 0's progress
+reports: a slow node that holds a rank of the job and is slower than its usual
+pace by the policy's ``stragglers.slowerThanMedianPercent`` is named in every report, one
 per ``report_interval`` of training, and after ``consecutiveReports`` of them it
 is the job's straggler (``NodeState.straggler``); the lifecycle does the rest.
 """
@@ -53,7 +53,9 @@ from pitcrew.core.agent_config import agent_checks
 from pitcrew.core.breaker import Breaker, next_breaker
 from pitcrew.core.breaker import Transition as BreakerTransition
 from pitcrew.core.fleet import Summary, summarize
+from pitcrew.core.job_ledger import Progress, RankTime
 from pitcrew.core.round import Decided, Due, decide_round, member
+from pitcrew.core.stragglers import slow_nodes, verdict
 from pitcrew.core.views import FleetView, NodeState, PolicyView
 from pitcrew.simulate import timing
 from pitcrew.simulate.clock import seconds
@@ -73,6 +75,8 @@ SLOW_SYMPTOM = Symptom(
     "gemm", FaultClass.DEGRADED, "GEMM throughput below the node's peers: the GPU runs slow"
 )
 """What a probe under load finds on a straggler: its own GEMMs are slow."""
+STRAGGLER_NODE = "straggler"
+"""The node a straggler's report names, as :meth:`Operator.judges` asks core."""
 REPORT_TOLERANCE = 1e-6
 """Seconds of training a verdict may come early by (floating point)."""
 REPAIR_DEPTH = {
@@ -256,10 +260,16 @@ class Operator:
     # -- the job's progress reports -------------------------------------------------------
 
     def judges(self, fault: Fault) -> bool:
-        """Whether rank 0's reports name this straggler: stragglers are judged, and it is
-        slower than the job's median by the policy's threshold."""
-        setting = self.spec.stragglers
-        return setting.enabled and fault.slowdown >= 1 + setting.slower_than_median_percent / 100
+        """Whether rank 0's reports name this straggler, as the operator judges them
+        (:func:`pitcrew.core.stragglers.slow_nodes`): its rank takes ``slowdown`` times
+        its usual step time."""
+        report = Progress(
+            step=0,
+            time=_EPOCH,
+            step_seconds=1.0,
+            slowest=(RankTime(STRAGGLER_NODE, fault.slowdown, usual_seconds=1.0),),
+        )
+        return bool(slow_nodes(report, {STRAGGLER_NODE: self.spec.stragglers}))
 
     def straggling(self, node: Node, fault: Fault) -> None:
         """A rank of the job runs on a slow node: each report names it, and once
@@ -290,11 +300,7 @@ class Operator:
         if left > REPORT_TOLERANCE:
             self.clock.after(left, self._judge, node, fault, exposure, needed)
             return
-        reports = self.spec.stragglers.consecutive_reports
-        node.straggler = (
-            f"the straggler of job {JOB_NAME}: {fault.slowdown:.2f}x its median step time "
-            f"in {reports} reports in a row"
-        )
+        node.straggler = verdict(JOB_NAME, fault.slowdown, self.spec.stragglers.consecutive_reports)
         self.mark(node)
 
     def job_stalled(self) -> None:

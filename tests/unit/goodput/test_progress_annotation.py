@@ -96,14 +96,15 @@ def test_an_oversized_or_broken_annotation_says_what_is_wrong() -> None:
 
 # Step times and the slowest nodes (stragglers)
 
-TIMING = (1.5, (RankTime("gpu-node-0007", 2.25), RankTime("gpu-node-0003", 1.6)))
+TIMING = (1.5, (RankTime("gpu-node-0007", 2.25, 1.8), RankTime("gpu-node-0003", 1.6)))
 
 
 def test_step_times_and_the_slowest_nodes_round_trip() -> None:
     progress = Progress(step=7, time=T0, step_seconds=TIMING[0], slowest=TIMING[1])
     text = encode(progress)
     assert '"stepSeconds":1.5' in text
-    assert '"slowest":[{"node":"gpu-node-0007","stepSeconds":2.25}' in text
+    assert '"slowest":[{"node":"gpu-node-0007","stepSeconds":2.25,"usualSeconds":1.8}' in text
+    assert '{"node":"gpu-node-0003","stepSeconds":1.6}' in text  # no usual pace: the median
     assert parse(text) == progress
 
 
@@ -131,6 +132,8 @@ def with_timing(**fields: Any) -> str:
         {"stepSeconds": 1, "slowest": [{"node": "a", "stepSeconds": "Infinity"}]},
         {"stepSeconds": 1, "slowest": [{"node": "a", "stepSeconds": "NaN"}]},
         {"stepSeconds": 1, "slowest": [{"node": "a"}]},
+        {"stepSeconds": 1, "slowest": [{"node": "a", "stepSeconds": 2, "usualSeconds": 0}]},
+        {"stepSeconds": 1, "slowest": [{"node": "a", "stepSeconds": 2, "usualSeconds": "x"}]},
         {"stepSeconds": 1, "slowest": [{"stepSeconds": 2}]},
         {"stepSeconds": 1, "slowest": [{"node": "", "stepSeconds": 2}]},
         {"stepSeconds": 1, "slowest": [{"node": 7, "stepSeconds": 2}]},

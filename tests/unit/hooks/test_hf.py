@@ -54,8 +54,9 @@ def trainer(folder: Path, model: GPT2LMHeadModel, steps: int) -> Trainer:
 
 
 def test_rank_0_reports_steps_checkpoints_and_the_trainers_flops(
-    tmp_path: Path, apiserver: Patches
+    tmp_path: Path, apiserver: Patches, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("PITCREW_ROLE", "data")  # a rank with a role is judged at once
     model = tiny()
     trainer(tmp_path, model, 12).train()
     reports = apiserver.reports()
@@ -69,7 +70,8 @@ def test_rank_0_reports_steps_checkpoints_and_the_trainers_flops(
     assert last.flops_per_step == pytest.approx(expected)
     timed = [r for r in reports if r.step_seconds is not None]
     assert timed, "no report carried the ranks' step times"
-    assert {r.slowest[0].node for r in timed} == {"gpu-node-7"}
+    # The first gathering is the warm-up; the rank is named in each one after.
+    assert {r.slowest[0].node for r in timed[1:]} == {"gpu-node-7"}
 
 
 def test_a_resumed_run_reports_the_checkpoint_it_went_back_to(

@@ -30,7 +30,7 @@ from support.lifecycle_data import (
 K = TypeVar("K")
 
 LATER = T0 + datetime.timedelta(minutes=1)
-WHY = "the straggler of job train/llm: 1.50x its median step time in 3 reports in a row"
+WHY = "the straggler of job train/llm: 1.50x its usual step time in 3 reports in a row"
 
 
 def straggling(view: NodeView, node_status: GPUNodeStatus, why: str = WHY) -> NodeState:

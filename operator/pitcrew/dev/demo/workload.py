@@ -15,8 +15,10 @@ is the healthy step time, times the ``slow-gemm`` factor of its node's
 simulated GPUs (the faults annotation, re-read every second by
 :meth:`TrainingJob.watch_slowdown`, so a repaired node is fast again), with a
 little noise; a step takes as long as the slowest rank.
-Each report carries the median and the slowest nodes, as the framework hooks
-gather them (:mod:`pitcrew.client.distributed`).
+Each report carries the median and the nodes furthest behind their usual pace, as
+the framework hooks gather them (:mod:`pitcrew.client.distributed`); every rank has
+one role (data parallelism: all ranks are peers), so a rank on a node that was
+already slow when the job started is found too.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from pitcrew.api.vocabulary import (
     JOB_SIZE_LABEL,
 )
 from pitcrew.client.progress import ProgressReporter
-from pitcrew.client.ranks import summarize
+from pitcrew.client.ranks import Paces
 from pitcrew.kube.client import request
 
 logger = logging.getLogger(__name__)
@@ -52,6 +54,8 @@ START_AFTER = "sim.pitcrew.dev/start-after"
 PARAMETERS = 70_000_000_000
 DEMO_MFU = 0.4
 H100_BF16_FLOPS = 989.4e12
+ROLE = "data-parallel"
+"""Every rank's role: all ranks of a data-parallel job keep one pace."""
 NOISE = 0.03
 """Each rank's step-to-step jitter (a standard deviation, as a fraction): a healthy rank
 is the slowest now and then, by a few per cent, never by the straggler threshold."""
@@ -109,6 +113,8 @@ class TrainingJob:
         """Seconds between progress reports: every step by default, since the demo
         compresses time (a fault every few seconds, not every few hours)."""
         self.reporter = self._reporter()
+        self.paces: Paces | None = None
+        """Rank 0's judge of its ranks' paces: a restarted rank 0 starts a new one."""
 
     def _reporter(self) -> ProgressReporter:
         """Rank 0's reporter. A restarted rank 0 is a new process with a new reporter,
@@ -200,6 +206,7 @@ class TrainingJob:
                 self.state.step = self.state.checkpoint_step
                 self.progress = 0.0
                 self.reporter = self._reporter()
+                self.paces = None
                 self.reporter.resumed(self.state.checkpoint_step, self.state.checkpoint_time)
                 self.state.events.append(
                     f"lost a pod: back to step {self.state.checkpoint_step}, {lost:.1f} steps lost"
@@ -217,7 +224,9 @@ class TrainingJob:
         if self.state.step // self.checkpoint_every > before // self.checkpoint_every:
             self._checkpoint(running)
         elif whole:
-            self.reporter.step(self.state.step, ranks=summarize(ranks, nodes))
+            if self.paces is None or self.paces.nodes != nodes:
+                self.paces = Paces(nodes, [ROLE] * len(nodes))
+            self.reporter.step(self.state.step, ranks=self.paces.judge(ranks))
 
     def _rank_seconds(self, nodes: list[str]) -> list[float]:
         """Each rank's compute time per step, on the node it runs on."""
