@@ -37,8 +37,8 @@ def test_the_fast_rank_does_not_absorb_the_slow_ranks_wait(patches: Path, wrappi
     judged = [r for r in reports if r.slowest]
     for report in judged:
         times = {r.node: r.step_seconds for r in report.slowest}
-        # The slow rank's compute exceeds the fast one's by about its sleep (a loaded
-        # machine slows both alike); timed with the wait, the two were within 0.01 s.
-        assert times["node-1"] - times["node-0"] >= SLOW_SECONDS * 0.75, report
+        # The slow rank's compute exceeds the fast one's by about its sleep (0.20 s and
+        # 0.25 s here; a loaded machine slows both); with the wait, by 0.02 to 0.03 s.
+        assert times["node-1"] - times["node-0"] >= SLOW_SECONDS / 2, report
         assert report.slowest[0].node == "node-1"
     assert len(judged) == 3  # the gatherings after the warm-up one
