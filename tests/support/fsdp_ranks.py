@@ -57,11 +57,15 @@ def rank(index: int, port: int, out: Path) -> None:
     os.environ["PITCREW_ROLE"] = "data"
     for wrapping in WRAPPINGS:
         wrapped = model(index, wrapping)
-        reporter = None
-        if index == 0:
-            reporter = ProgressReporter(
-                pod="trainer-0", namespace="ml", min_interval=0, api=Recording(out / wrapping)
-            )
+        # Rank 0 writes its progress and heartbeat, rank 1 its own pod's heartbeat.
+        reporter = ProgressReporter(
+            pod=f"trainer-{index}",
+            namespace="ml",
+            min_interval=0,
+            api=Recording(out / (wrapping if index == 0 else f"{wrapping}-heartbeats-1")),
+            rank=index,
+            progress=index == 0,
+        )
         pitcrew = TrainingReporter(wrapped, min_interval=0, node=f"node-{index}", reporter=reporter)
         optimizer = torch.optim.SGD(wrapped.parameters(), lr=0.01)
         for step in range(STEPS):

@@ -8,11 +8,19 @@ ranks (gloo) with the plain-loop helper; rank 1's forward pass takes SLOW second
 more (a throttled GPU) from the start; both ranks name one role (data parallelism:
 peers), so rank 1 is judged against rank 0's pace, not its own; rank 0 checkpoints
 every 50 steps.
+``python hooked_training.py hang STEPS STOP PAUSE SECONDS``: two ranks (gloo), each
+writing its own pod's heartbeat (``RANK_PODS``, ``RANK_NODES``, ``RANK_KUBECONFIGS``:
+one per rank, comma-separated); a twentieth of a second a step. With STOP > 0 rank 1
+freezes after step STOP (SIGSTOP: its process, heartbeat thread included, stops as
+with a GPU driver stuck in the kernel) and rank 0 waits in the next all-reduce;
+with PAUSE > 0 rank 0 announces a pause after step PAUSE and sleeps SECONDS (a slow
+checkpoint), rank 1 waiting in the all-reduce.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import sys
 import time
@@ -86,6 +94,27 @@ def rank(index: int, port: int, steps: int, nodes: list[str], slow: float) -> No
     dist.destroy_process_group()
 
 
+def hung(index: int, port: int, steps: int, plan: tuple[int, int, float]) -> None:
+    stop, pause, seconds = plan
+    for variable in ("POD_NAME", "NODE_NAME", "KUBECONFIG"):
+        os.environ[variable] = os.environ[f"RANK_{variable.split('_')[0]}S"].split(",")[index]
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=index, world_size=2)
+    model = Slow(0.03)
+    pitcrew = TrainingReporter(model, min_interval=1.0, tokens_per_step=4096)
+    for step in range(1, steps + 1):
+        model(torch.randn(8, 64)).sum().backward()
+        for p in model.parameters():
+            dist.all_reduce(p.grad)
+        pitcrew.step(step)
+        if step == stop and index == 1:
+            os.kill(os.getpid(), signal.SIGSTOP)  # frozen, every thread: a hung GPU driver
+        if step == pause and index == 0:
+            pitcrew.pause()
+            time.sleep(seconds)
+    pitcrew.flush()
+    dist.destroy_process_group()
+
+
 def main() -> None:
     mode, steps = sys.argv[1], int(sys.argv[2])
     if mode == "lightning":
@@ -94,6 +123,10 @@ def main() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    if mode == "hang":
+        stop, pause, seconds = int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+        mp.spawn(hung, args=(port, steps, (stop, pause, seconds)), nprocs=2, join=True)
+        return
     nodes, slow = sys.argv[3:5], float(sys.argv[5])
     mp.spawn(rank, args=(port, steps, nodes, slow), nprocs=2, join=True)
 

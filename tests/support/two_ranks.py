@@ -32,7 +32,7 @@ def free_port() -> int:
 
 
 class Recording:
-    """The pod API, as far as rank 0 writes to it: each patch appended to a file."""
+    """The pod API, as far as a rank writes to it: each patch appended to a file."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -60,11 +60,15 @@ class Model(torch.nn.Module):
 def rank(index: int, port: int, out: Path) -> None:
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=index, world_size=2)
     model = Model(index)
-    reporter = None
-    if index == 0:
-        reporter = ProgressReporter(
-            pod="trainer-0", namespace="ml", min_interval=0, api=Recording(out)
-        )
+    # Rank 0 writes its progress and heartbeat, rank 1 its own pod's heartbeat.
+    reporter = ProgressReporter(
+        pod=f"trainer-{index}",
+        namespace="ml",
+        min_interval=0,
+        api=Recording(out if index == 0 else out.with_name("heartbeats-1")),
+        rank=index,
+        progress=index == 0,
+    )
     pitcrew = TrainingReporter(model, min_interval=0, node=f"node-{index}", reporter=reporter)
     for step in range(STEPS):
         model.step = step

@@ -560,6 +560,41 @@ class StragglerSpec(ApiModel):
     )
 
 
+class HangSpec(ApiModel):
+    """When a training job whose pods run but whose ranks stopped stepping is hung.
+
+    A rank that stops (a GPU that stops answering, a NIC that drops, a deadlock) holds
+    every other rank in its next collective until the NCCL watchdog ends the job, ten
+    minutes by default, all of the job's GPUs idle. Each pod's heartbeat
+    (``pitcrew.dev/heartbeat``, written by the framework hooks) says its last step and
+    when: no rank stepped for ``stepTimeMultiple`` times the job's recent step time
+    (and at least ``minStall``), outside a pause the job announced (a checkpoint being
+    written, an evaluation) of at most ``maxPause``, is a hang. The node of the rank
+    that stopped first (else the job's nodes with a failing check, else its known
+    stragglers) is quarantined with reason ``Hang``, and the job's pods are deleted so
+    its launcher starts them again."""
+
+    enabled: bool = Field(default=True, description="Detect hung training jobs and act on them.")
+    step_time_multiple: float = Field(
+        default=10.0,
+        ge=2,
+        le=1000,
+        description="No rank stepped for this many times the job's recent step time: hung.",
+    )
+    min_stall: Duration = duration_field(
+        "60s",
+        "The shortest stall that is a hang, whatever the step time: longer than the "
+        "hooks' write interval (30 s), so a heartbeat not yet written is no hang.",
+        name="hangs.minStall",
+    )
+    max_pause: Duration = duration_field(
+        "30m",
+        "The longest pause a job announces (a checkpoint being written, an evaluation) "
+        "that is not counted as a stall; a job paused longer is hung.",
+        name="hangs.maxPause",
+    )
+
+
 class SlurmSpec(ApiModel):
     """Nodes whose GPUs Slurm schedules: slurmd in a pod on each node (Slinky's NodeSet,
     SUNK) or on the host. Cordoning the Kubernetes node does not stop Slurm starting
@@ -610,6 +645,7 @@ class GPUHealthPolicySpec(ApiModel):
     spares: SparesSpec = Field(default_factory=SparesSpec)
     goodput: GoodputSpec = Field(default_factory=GoodputSpec)
     stragglers: StragglerSpec = Field(default_factory=StragglerSpec)
+    hangs: HangSpec = Field(default_factory=HangSpec)
     slurm: SlurmSpec = Field(default_factory=SlurmSpec)
 
 

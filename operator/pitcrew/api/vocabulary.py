@@ -60,6 +60,9 @@ JOB_SIZE_LABEL: Final = f"{PREFIX}/job-size"
 """How many pods the job needs to run (waiting time when fewer are up)."""
 PROGRESS_ANNOTATION: Final = f"{PREFIX}/progress"
 """JSON progress of rank 0: step, checkpoint step, times, FLOPs per step."""
+HEARTBEAT_ANNOTATION: Final = f"{PREFIX}/heartbeat"
+"""JSON heartbeat of the pod's ranks, written on the pod by its own local rank 0: its
+rank, last step and when, its step time, a pause it announced (hang detection)."""
 CHECKPOINT_ANNOTATION: Final = f"{PREFIX}/checkpoint-at"
 """When the pod last checkpointed: a checkpoint-aware drain waits for the next one."""
 MAINTENANCE_REASON: Final = "Maintenance"
@@ -67,6 +70,9 @@ MAINTENANCE_REASON: Final = "Maintenance"
 STRAGGLER_REASON: Final = "Straggler"
 """The reason a node is Suspect when its job's reports name it the slowest, again and
 again (:mod:`pitcrew.core.stragglers`)."""
+HANG_REASON: Final = "Hang"
+"""The reason a node is Quarantined when it is the one its hung job is blamed on
+(:mod:`pitcrew.core.hangs`)."""
 SLURM_REASON_PREFIX: Final = "pitcrew: "
 """A Slurm drain whose reason starts so is Pitcrew's: the only one it ever resumes."""
 

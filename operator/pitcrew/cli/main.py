@@ -265,6 +265,7 @@ def _demo(args: argparse.Namespace) -> int:
         spares=args.spares,
         checkpoint_aware=not args.no_checkpoint_aware,
         straggler_at=args.straggler_at if args.straggler_at >= 0 else None,
+        hang_at=args.hang_at if args.hang_at >= 0 else None,
     )
     args.dir.mkdir(parents=True, exist_ok=True)
     Demo(options, Console()).run()
@@ -501,6 +502,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=60.0,
         metavar="SECONDS",
         help="when a slow-gemm fault makes one of the job's nodes its straggler (negative: never)",
+    )
+    demo.add_argument(
+        "--hang-at",
+        type=float,
+        default=90.0,
+        metavar="SECONDS",
+        help="when one rank of the job stops for good, its pods running (negative: never)",
     )
     demo.set_defaults(handler=_demo)
     # Its flags are the simulator's own (pitcrew.simulate.command), parsed there, so

@@ -13,6 +13,14 @@ the time it was taken, not the time the thread got to it, since the operator dra
 a node once its job checkpointed *after* the node became Suspect. A report carries
 the time of the step it reports, for the same reason.
 
+Once training has stepped, a step the rate limit held back is written when the limit
+allows, even if no step follows, and while no step comes the thread writes the same
+step again every ``min_interval``, at most :data:`BEAT_EVERY` and at least
+:data:`BEAT_FLOOR` (a beat): a rank whose process froze falls silent while the ranks
+waiting for it go on beating, which is how the operator's hang detection tells the
+rank that stopped first (:mod:`pitcrew.core.hangs`). :meth:`finish` at the end of
+training ends the beats.
+
 The framework hooks (:mod:`pitcrew.client.lightning`, :mod:`pitcrew.client.hf`,
 :mod:`pitcrew.client.distributed`) report through one, and call :meth:`flush`
 (bounded) when training ends, so the last checkpoint is not lost with the process.
@@ -35,6 +43,12 @@ logger = logging.getLogger(__name__)
 CHECKPOINTS_KEPT = 8
 """Checkpoints noted while writes lag, oldest dropped first (only the last one counts
 for the operator; the others are history)."""
+BEAT_EVERY = 15.0
+"""Seconds between heartbeats while no step comes: a quarter of the shortest stall the
+operator calls a hang (``hangs.minStall``, 60 s by default), so a rank still alive has
+reported within half of it when the rest is judged."""
+BEAT_FLOOR = 1.0
+"""The shortest time between beats, whatever ``min_interval`` (0 writes every step)."""
 EXIT_FLUSH = 5.0
 """Seconds the interpreter waits at exit for reports not yet written."""
 
@@ -50,10 +64,20 @@ class _Noted:
     )
     resumed: tuple[int, datetime.datetime] | None = None
     flops: float | None = None
+    paused: datetime.datetime | None = None
+    finished: bool = False
+    started: bool = False
 
     def __bool__(self) -> bool:
         return bool(
-            self.step or self.ranks or self.checkpoints or self.resumed or self.flops is not None
+            self.step
+            or self.ranks
+            or self.checkpoints
+            or self.resumed
+            or self.flops is not None
+            or self.paused
+            or self.finished
+            or self.started
         )
 
 
@@ -71,14 +95,39 @@ class BackgroundReporter(ProgressReporter):
         self._cond = threading.Condition()
         self._noted = _Noted()
         self._busy = False
+        self._beating = False
+        """Training has stepped and not finished: a heartbeat is due now and then."""
+        self._held = False
+        """A step the rate limit held back: written when the limit allows."""
+        self._wrote_at = -float("inf")
+        """When the thread last wrote (its monotonic clock)."""
         self._thread: threading.Thread | None = None
         atexit.register(self.flush, EXIT_FLUSH)
 
     def step(self, step: int, *, ranks: Timing | None = None) -> bool:
         with self._cond:
             self._noted.step = (step, self._told())
+            self._noted.paused = None  # a step ends the pause
             if ranks is not None:
                 self._noted.ranks = ranks
+            self._wake()
+        return False
+
+    def pause(self) -> bool:
+        with self._cond:
+            self._noted.paused = self._told()
+            self._wake()
+        return False
+
+    def start(self) -> bool:
+        with self._cond:
+            self._noted.started = True
+            self._wake()
+        return False
+
+    def finish(self) -> bool:
+        with self._cond:
+            self._noted.finished = True
             self._wake()
         return False
 
@@ -121,17 +170,32 @@ class BackgroundReporter(ProgressReporter):
         while True:
             with self._cond:
                 while not self._noted:
+                    due = self._due()
+                    left = None if due is None else due - self.timer()
+                    if left is not None and left <= 0:
+                        break  # a held step or a beat is due
                     self._busy = False
                     self._cond.notify_all()
-                    self._cond.wait()
+                    self._cond.wait(left)
                 noted, self._noted, self._busy = self._noted, _Noted(), True
             try:
                 self._write_noted(noted)
             except Exception:  # a bug here must not end the reports for good
                 logger.warning("Pitcrew's progress report failed", exc_info=True)
 
+    def _due(self) -> float | None:
+        """When the next write is due though nothing new was noted (None: never)."""
+        if not self._beating:
+            return None
+        if self._held:
+            return self._next_write
+        beat = min(max(self.min_interval, BEAT_FLOOR), BEAT_EVERY)
+        return max(self._next_write, self._wrote_at + beat)
+
     def _write_noted(self, noted: _Noted) -> None:
         """The reporter's own calls, in the order things happened."""
+        if noted.started:
+            super().start()
         if noted.flops is not None:
             super().flops(noted.flops)
         if noted.resumed is not None:
@@ -140,4 +204,17 @@ class BackgroundReporter(ProgressReporter):
             super().checkpoint(step)
         if noted.step is not None:
             step, self._at = noted.step
-            super().step(step, ranks=noted.ranks)
+            self._beating = not self._finished
+            self._held = not super().step(step, ranks=noted.ranks)
+        if noted.paused is not None:  # noted after the step (a later step clears it)
+            self._at = noted.paused
+            self._held = False  # the pause's write carries the latest step
+            super().pause()
+        if noted.finished:
+            self._beating = False
+            super().finish()
+        elif not noted and self._held:
+            self._held = not super().step(self._step)  # with the time of that step
+        elif not noted:
+            self._write()  # a beat: the same step, its own time, written now
+        self._wrote_at = self.timer()

@@ -36,6 +36,14 @@ after ``min_interval`` seconds' worth of steps, counted from the gathered wall
 times, which every rank holds alike: the ranks agree on when to gather without a
 word more.
 
+Every pod's first rank (``LOCAL_RANK`` 0, as ``torchrun`` sets it; every rank
+where it is unset) writes its pod's heartbeat (``pitcrew.dev/heartbeat``) the same
+way, from a thread of its own: the operator sees a job whose ranks all stopped
+stepping as hung, and which rank stopped reporting first (:mod:`pitcrew.core.hangs`).
+Call :meth:`TrainingReporter.pause` before a checkpoint is written or an evaluation
+runs, so the pause is not read as a hang, and :meth:`TrainingReporter.flush` when
+training ends.
+
 Node names come from ``NODE_NAME`` (the downward API's ``spec.nodeName``) or the
 hostname, gathered once with the roles. Nothing here raises into the training loop, and no step
 waits on Kubernetes: rank 0 writes from a thread of its own
@@ -77,6 +85,13 @@ FIRST_GATHER = 10
 """Steps before the first gathering: step times settle after the first few."""
 WRITE_WAIT = 10.0
 """Seconds the end of training waits for the last reports to be written."""
+
+
+def _heartbeats() -> bool:
+    """Whether this rank, not rank 0, writes its pod's heartbeat: it is its pod's first
+    rank, and the job runs in Kubernetes pods (under Slurm the report is the job's
+    comment, which only rank 0 writes)."""
+    return os.environ.get("LOCAL_RANK", "0") == "0" and not os.environ.get("SLURM_JOB_ID")
 
 
 def guarded(hook: Callable[P, None]) -> Callable[P, None]:
@@ -198,8 +213,10 @@ class TrainingReporter:
         self.role = role if role is not None else os.environ.get("PITCREW_ROLE", "")
         self.min_interval = min_interval
         self.reporter = reporter
-        if self.rank == 0 and reporter is None:
+        if reporter is None and (self.rank == 0 or _heartbeats()):
             self.reporter = BackgroundReporter(
+                rank=self.rank,
+                progress=self.rank == 0,
                 min_interval=min_interval,
                 flops_per_step=flops_per_step,
                 parameters=parameters
@@ -207,6 +224,8 @@ class TrainingReporter:
                 else sum(p.numel() for p in model.parameters()),
                 tokens_per_step=tokens_per_step,
             )
+        if self.reporter is not None:
+            self.reporter.start()  # a new process: starting, not hung, until it steps
         self.timer = ComputeTimer()
         self.every = FIRST_GATHER
         self.paces: Paces | None = None
@@ -237,7 +256,13 @@ class TrainingReporter:
         self._steps += 1
         ranks = self._gather() if self._steps >= self.every else None
         if self.reporter is not None:
-            self.reporter.step(step, ranks=ranks)
+            self.reporter.step(step, ranks=ranks if self.rank == 0 else None)
+
+    def pause(self) -> None:
+        """Training stops stepping on purpose until the next step: a checkpoint is about
+        to be written, an evaluation to run (any rank may call it)."""
+        if self.reporter is not None:
+            self.reporter.pause()
 
     def checkpoint(self, step: int) -> None:
         """A checkpoint at ``step`` is saved (written by rank 0 at once)."""
@@ -255,8 +280,11 @@ class TrainingReporter:
             self.reporter.resumed(step, saved_at)
 
     def flush(self, timeout: float = WRITE_WAIT) -> None:
-        """At the end of training: wait at most ``timeout`` seconds for rank 0's last
-        reports to be written."""
+        """At the end of training: say so on this rank's heartbeat (the process may run
+        on without steps, and is no hang), and wait at most ``timeout`` seconds for the
+        last reports to be written."""
+        if self.reporter is not None:
+            self.reporter.finish()
         if isinstance(self.reporter, BackgroundReporter):
             self.reporter.flush(timeout)
 

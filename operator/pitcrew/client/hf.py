@@ -15,7 +15,9 @@ steps it grew over, as of its last log or save), and every rank's forward-pass t
 :class:`~pitcrew.client.distributed.TrainingReporter` does. Writes happen on a thread of
 their own (no step waits on Kubernetes). A run resumed from a checkpoint
 (``train(resume_from_checkpoint=...)``) reports the step it went back to, saved when its
-``trainer_state.json`` was written.
+``trainer_state.json`` was written. Every pod's first rank writes its pod's heartbeat,
+and a step after which the Trainer saves or evaluates announces a pause, so the
+operator's hang detection does not take it for a stall.
 """
 
 from __future__ import annotations
@@ -72,6 +74,9 @@ class PitcrewTrainerCallback(TrainerCallback):  # type: ignore[misc]  # untyped 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self.reporter is not None:
             self.reporter.step(int(state.global_step))
+            if control.should_save or control.should_evaluate:
+                # The Trainer saves or evaluates right after this hook: no steps meanwhile.
+                self.reporter.pause()
 
     @guarded
     def on_log(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:

@@ -21,7 +21,9 @@ of a batch to its backward pass, less the parameter all-gathers of the FSDP stra
 units, where a fast rank waits for the slow one. Writes happen on a
 thread of their own (no step waits on Kubernetes). A run resumed from a checkpoint
 (``fit(ckpt_path=...)``) reports the checkpoint it went back to, with the time the
-callback stored in it when it was saved.
+callback stored in it when it was saved. Every pod's first rank writes its pod's
+heartbeat, and a checkpoint being saved or a validation running is announced as a
+pause, so the operator's hang detection does not take it for a stall.
 """
 
 from __future__ import annotations
@@ -169,7 +171,14 @@ class PitcrewCallback(_Callback):  # type: ignore[misc]  # the bases are found a
     @guarded
     def on_save_checkpoint(self, trainer: Any, pl_module: Any, checkpoint: Any) -> None:
         self.saved = int(trainer.global_step)
+        if self.reporter is not None:
+            self.reporter.pause()  # the checkpoint is being written: no steps meanwhile
         checkpoint[SAVED_AT] = datetime.datetime.now(datetime.UTC).isoformat()
+
+    @guarded
+    def on_validation_start(self, trainer: Any, pl_module: Any) -> None:
+        if self.reporter is not None:
+            self.reporter.pause()  # no steps until the validation ends
 
     @guarded
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:

@@ -28,6 +28,19 @@ its own pod, or a human)::
       '{"step": 1200, "time": "2026-12-02T10:00:00Z", "checkpointStep": 1000,
         "checkpointTime": "2026-12-02T09:52:00Z"}'
 
+Every pod of the job also carries a heartbeat, ``pitcrew.dev/heartbeat``, written on
+the pod by its own first rank (rank 0's goes with its progress, in the same write):
+the pod's rank, the last step and when, the wall time per step since the write
+before, a pause the loop announced (``reporter.pause()`` before a checkpoint is
+written or an evaluation runs; the next step ends it), when it was written
+(``beat``: the hooks write one every ``min_interval`` while the process lives,
+stepping or not) and whether training ended (``reporter.finish()``). The operator
+reads a job whose ranks all stopped stepping, while its pods run, as hung, and the
+rank that stopped reporting first as its cause (:mod:`pitcrew.core.hangs`)::
+
+    {"rank": 8, "step": 1200, "time": "2026-12-02T10:00:00.000000Z", "stepSeconds": 1.9,
+     "beat": "2026-12-02T10:00:21.000000Z"}
+
 The reporter never raises into the training loop, and never holds it long: each
 write is bounded by :data:`WRITE_TIMEOUT`, and a failed one is logged and tried again
 only after a backoff (:data:`RETRY_FIRST`, doubling to :data:`RETRY_MAX`), with the
@@ -51,7 +64,8 @@ from pathlib import Path
 from typing import Any
 
 from pitcrew.api.errors import PitcrewError
-from pitcrew.api.vocabulary import PROGRESS_ANNOTATION
+from pitcrew.api.vocabulary import HEARTBEAT_ANNOTATION, PROGRESS_ANNOTATION
+from pitcrew.core.hangs import Heartbeat
 from pitcrew.core.job_ledger import Progress, RankTime
 from pitcrew.slurm.control import Slurm
 
@@ -93,6 +107,47 @@ def _rank_time(rank: RankTime) -> dict[str, Any]:
     if rank.usual_seconds is not None:
         fields["usualSeconds"] = _microseconds(rank.usual_seconds)
     return fields
+
+
+def encode_heartbeat(beat: Heartbeat) -> str:
+    fields: dict[str, Any] = {"rank": beat.rank, "step": beat.step, "time": _iso(beat.time)}
+    if beat.step_seconds is not None:
+        fields["stepSeconds"] = _microseconds(beat.step_seconds)
+    if beat.paused_since is not None:
+        fields["pausedSince"] = _iso(beat.paused_since)
+    if beat.beat is not None:
+        fields["beat"] = _iso(beat.beat)
+    if beat.finished:
+        fields["finished"] = True
+    if beat.started is not None:
+        fields["started"] = _iso(beat.started)
+    return json.dumps(fields, separators=(",", ":"))
+
+
+def parse_heartbeat(text: str) -> Heartbeat:
+    """The heartbeat an annotation says; :class:`MalformedProgressError` if it says none."""
+    if len(text) > MAX_BYTES:
+        raise MalformedProgressError(
+            f"{HEARTBEAT_ANNOTATION} is {len(text)} bytes, over the {MAX_BYTES} Pitcrew reads"
+        )
+    try:
+        raw = json.loads(text)
+        return Heartbeat(
+            rank=int(raw["rank"]),
+            step=int(raw["step"]),
+            time=_parse_time(raw["time"]),
+            step_seconds=_optional(_seconds, raw.get("stepSeconds")),
+            paused_since=_optional(_parse_time, raw.get("pausedSince")),
+            beat=_optional(_parse_time, raw.get("beat")),
+            finished=raw.get("finished") is True,
+            started=_optional(_parse_time, raw.get("started")),
+        )
+    except KeyError as missing:
+        raise MalformedProgressError(f"{HEARTBEAT_ANNOTATION} has no {missing}") from None
+    except (ValueError, TypeError, AttributeError) as error:
+        raise MalformedProgressError(
+            f"{HEARTBEAT_ANNOTATION} is not a heartbeat ({error}): {text:.200}"
+        ) from None
 
 
 MAX_BYTES = 4096
@@ -194,7 +249,8 @@ def _now() -> datetime.datetime:
 
 
 class ProgressReporter:
-    """Writes rank 0's progress onto its own pod, rate-limited."""
+    """Writes rank 0's progress and its pod's heartbeat onto its own pod, rate-limited;
+    with ``progress=False``, the heartbeat of another pod's first rank only."""
 
     def __init__(
         self,
@@ -209,12 +265,16 @@ class ProgressReporter:
         clock: Callable[[], datetime.datetime] = _now,
         slurm_job: str | None = None,
         timer: Callable[[], float] = time.monotonic,
+        rank: int = 0,
+        progress: bool = True,
     ) -> None:
         self.pod = pod or os.environ.get("POD_NAME") or socket.gethostname()
         self.namespace = namespace or os.environ.get("POD_NAMESPACE") or _own_namespace()
         self.min_interval = min_interval
         self.model = (flops_per_step, parameters, tokens_per_step)
         self.clock = clock
+        self.wall = clock
+        """The clock a heartbeat's ``beat`` (when it is written) is read from."""
         self.timer = timer
         """Seconds, for the rate limit and the backoff (a monotonic clock)."""
         self._api = api
@@ -225,6 +285,16 @@ class ProgressReporter:
         self._checkpoint: tuple[int, datetime.datetime] | None = None
         self._step = 0
         self._ranks: Timing | None = None
+        self.rank = rank
+        self.progress = progress
+        """Whether this reporter writes the job's progress (rank 0), not only a heartbeat."""
+        self._paced: tuple[int, datetime.datetime] | None = None
+        """The step and time of the last heartbeat written, to measure the step time from."""
+        self._step_seconds: float | None = None
+        self._paused: datetime.datetime | None = None
+        self._finished = False
+        self._began = clock()
+        """When this training process started (its reporter was made)."""
         self.slurm_job = slurm_job or os.environ.get("SLURM_JOB_ID") or ""
         """Under Slurm the report goes into the job's comment (``scontrol update``),
         where Pitcrew reads the checkpoints of a node's Slurm jobs."""
@@ -235,10 +305,22 @@ class ProgressReporter:
         ``ranks``: the median step time and the nodes furthest behind their usual pace,
         gathered from every rank
         (:mod:`pitcrew.client.distributed` does it). Sent once, with the next write."""
+        if step != self._step:
+            self._paused = None  # a new step ends the pause; the same one written again does not
         self._step = step
         if ranks is not None:
             self._ranks = ranks
         if self.timer() < self._next_write:
+            return False
+        return self._write()
+
+    def pause(self) -> bool:
+        """Training stops stepping on purpose (a checkpoint being written, an evaluation)
+        until its next step: a stall meanwhile is no hang (up to the policy's
+        ``hangs.maxPause``). Written at once, like a checkpoint. True if written."""
+        self._paused = self.clock()
+        self._paced = None  # the pause is no step time
+        if self._failures and self.timer() < self._next_write:
             return False
         return self._write()
 
@@ -264,9 +346,37 @@ class ProgressReporter:
         self._step = max(self._step, step)
         self._checkpoint = (step, saved_at)
 
-    def _write(self) -> bool:
+    def start(self) -> bool:
+        """A new training process: its pod's heartbeat says when it started, before its
+        first step, so workers restarted inside their pod are starting, not hung, while
+        they load. Only the heartbeat is written (no progress). True if written."""
+        return self._write(progress=False)
+
+    def finish(self) -> bool:
+        """Training ended: the process may run on without steps (a last evaluation, an
+        upload) and is no hang. Written at once. True if written."""
+        self._finished = True
+        return self._write()
+
+    def _heartbeat(self, now: datetime.datetime) -> Heartbeat:
+        """This pod's heartbeat, its step time measured since the last one written."""
+        paced = self._paced
+        if paced is not None and self._step > paced[0] and now > paced[1]:
+            self._step_seconds = (now - paced[1]).total_seconds() / (self._step - paced[0])
+        return Heartbeat(
+            rank=self.rank,
+            step=self._step,
+            time=now,
+            step_seconds=self._step_seconds,
+            paused_since=self._paused,
+            beat=self.wall(),
+            finished=self._finished,
+            started=self._began,
+        )
+
+    def _write(self, *, progress: bool = True) -> bool:
         flops, parameters, tokens = self.model
-        progress = Progress(
+        report = Progress(
             step=self._step,
             time=self.clock(),
             checkpoint_step=self._checkpoint[0] if self._checkpoint else None,
@@ -277,14 +387,20 @@ class ProgressReporter:
             step_seconds=self._ranks[0] if self._ranks else None,
             slowest=self._ranks[1] if self._ranks else (),
         )
+        beat = self._heartbeat(report.time)
+        annotations = {HEARTBEAT_ANNOTATION: encode_heartbeat(beat)}
+        if self.progress and progress:
+            annotations[PROGRESS_ANNOTATION] = encode(report)
         try:
-            if self.slurm_job:
-                Slurm(timeout=WRITE_TIMEOUT).comment(self.slurm_job, encode(progress))
+            if self.slurm_job and progress:
+                Slurm(timeout=WRITE_TIMEOUT).comment(self.slurm_job, encode(report))
+            elif self.slurm_job:
+                return True  # under Slurm the heartbeat has no pod to go on
             else:
                 self._core().patch_namespaced_pod(
                     self.pod,
                     self.namespace,
-                    {"metadata": {"annotations": {PROGRESS_ANNOTATION: encode(progress)}}},
+                    {"metadata": {"annotations": annotations}},
                     _request_timeout=WRITE_TIMEOUT,
                 )
         except Exception:  # the training loop must never die for a report
@@ -301,6 +417,7 @@ class ProgressReporter:
             )
             return False
         self._failures = 0
+        self._paced = None if self._paused else (beat.step, beat.time)
         self._next_write = self.timer() + self.min_interval
         self._ranks = None  # one gathering counts in one report, never twice
         return True

@@ -6,7 +6,8 @@ transitions and GPU count go to the :class:`~pitcrew.core.fleet_ledger.FleetLedg
 training job's pods, their nodes and rank 0's progress annotation to a
 :class:`~pitcrew.core.job_ledger.JobLedger`; what the ledgers return is added to
 the Prometheus counters. The same fleet ledger answers the policy status's
-goodput over each of the policy's windows.
+goodput over each of the policy's windows. The same jobs are judged for hangs
+(:mod:`~pitcrew.controller.hangs`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pitcrew.api.vocabulary import (
 )
 from pitcrew.client.progress import MalformedProgressError, parse
 from pitcrew.controller import metrics
+from pitcrew.controller.hangs import HangWatch
 from pitcrew.controller.store import Store
 from pitcrew.core import job_tracking
 from pitcrew.core.convert import EPOCH, gpu_capacity, gpu_model, job_pod, pod_gpus, training_job
@@ -65,8 +67,11 @@ class Accountant:
         flag: Flag | None = None,
         wake: Callable[[Iterable[str]], None] | None = None,
         sizes: Callable[[Owner], int | None] | None = None,
+        hangs: HangWatch | None = None,
     ) -> None:
         self.store = store
+        self.hangs = hangs
+        """Judges the jobs for hangs each tick (:mod:`~pitcrew.controller.hangs`)."""
         self.sizes = sizes
         """A job's size as its launcher's object declares it (:mod:`~pitcrew.controller.job_sizes`);
         None: sized by its pods' labels, else the most pods seen."""
@@ -177,9 +182,8 @@ class Accountant:
                 metrics.NODE_INFO.labels(name, *labels).set(1)
         self._shown = shown
 
-    def _observations(
-        self, out: frozenset[str], recent: frozenset[str]
-    ) -> dict[str, JobObservation]:
+    def _grouped(self) -> dict[str, list[tuple[dict[str, Any], bool]]]:
+        """Each training job's pods (``namespace/name``), with whether each is gone."""
         grouped: dict[str, list[tuple[dict[str, Any], bool]]] = {}
         departed = self.store.take_departed()
         for pod, gone in [
@@ -190,11 +194,7 @@ class Accountant:
             if identity is not None:
                 namespace = (pod.get("metadata") or {}).get("namespace", "")
                 grouped.setdefault(f"{namespace}/{identity.name}", []).append((pod, gone))
-        return {
-            job: self._observe(pods, out, recent)
-            for job, pods in grouped.items()
-            if any(not gone for _, gone in pods)  # only departed pods: the job is over
-        }
+        return grouped
 
     def _observe(
         self, pods: list[tuple[dict[str, Any], bool]], out: frozenset[str], recent: frozenset[str]
@@ -260,10 +260,16 @@ class Accountant:
             return None
 
     def _jobs(self, now: datetime.datetime, out: frozenset[str], recent: frozenset[str]) -> None:
-        observations = self._observations(out, recent)
+        grouped = self._grouped()
+        observations = {
+            job: self._observe(pods, out, recent)
+            for job, pods in grouped.items()
+            if any(not gone for _, gone in pods)  # only departed pods: the job is over
+        }
         for job in set(self.jobs) - set(observations):  # every pod gone: the job is over
             self.jobs.pop(job, None)
         self._protect(observations, now)
+        self._hung(grouped, observations, now)
         if self.flagged:
             live = {str((p.get("metadata") or {}).get("uid", "")) for p in self.store.pods.values()}
             self.flagged = {key for key in self.flagged if key[0] in live}
@@ -348,6 +354,21 @@ class Accountant:
                 logger.info("%s: %s", node, why)
         self.store.stragglers = stragglers
         woken |= {node for node, _ in changed}
+        if woken and self.wake is not None:
+            self.wake(sorted(woken))
+
+    def _hung(
+        self,
+        grouped: dict[str, list[tuple[dict[str, Any], bool]]],
+        observations: dict[str, JobObservation],
+        now: datetime.datetime,
+    ) -> None:
+        """Judge the live jobs for hangs; decide again the nodes whose verdict changed."""
+        if self.hangs is None:
+            return
+        present = {job: [p for p, gone in grouped[job] if not gone] for job in observations}
+        pools = {job: self._pool_of(o) for job, o in observations.items()}
+        woken = self.hangs.tick(present, pools, now)
         if woken and self.wake is not None:
             self.wake(sorted(woken))
 

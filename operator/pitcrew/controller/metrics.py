@@ -144,6 +144,12 @@ JOB_SECONDS = Counter(
 JOB_INTERRUPTIONS = Counter(
     "pitcrew_job_interruptions_total", "Job interruptions by cause.", ["training_job", "cause"]
 )
+JOB_HANGS = Counter(
+    "pitcrew_job_hangs_total",
+    "Training jobs found hung (pods running, no rank stepping) and restarted, by the "
+    "evidence the hang was blamed on (pitcrew.core.hangs.Blame).",
+    ["reason"],
+)
 JOB_MFU = Gauge(
     "pitcrew_job_mfu_ratio",
     "Model FLOPs utilisation: achieved FLOP/s over the peak dense bf16 FLOP/s of its GPUs.",

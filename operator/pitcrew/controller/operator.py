@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import functools
 import logging
 import os
 import socket
@@ -30,6 +31,7 @@ from pitcrew.api.vocabulary import account_name
 from pitcrew.controller import health, metrics
 from pitcrew.controller.accountant import Accountant
 from pitcrew.controller.executor import Executor
+from pitcrew.controller.hangs import HangWatch, Restarter
 from pitcrew.controller.job_sizes import JobSizes, fetcher
 from pitcrew.controller.job_sizes import discovery as job_size_discovery
 from pitcrew.controller.lanes import Lanes
@@ -41,6 +43,7 @@ from pitcrew.controller.runs import Runs
 from pitcrew.controller.settings import OperatorSettings, job_pods
 from pitcrew.controller.slurm import SlurmWatch
 from pitcrew.controller.store import Store
+from pitcrew.kube import evictions
 from pitcrew.kube.client import api_client, use_as_default
 from pitcrew.kube.cluster import KubeCluster
 from pitcrew.kube.events import Recorder, pod_ref
@@ -107,6 +110,11 @@ def build(
         served=job_size_discovery(api),
         report=report_sizes,
     )
+    restarter = Restarter(
+        delete=functools.partial(evictions.delete_exact, api),
+        emit=events.emit,
+        pool=ThreadPoolExecutor(max_workers=2, thread_name_prefix="pitcrew-hangs"),
+    )
     accountant = Accountant(
         store,
         now=utc_now(),
@@ -114,6 +122,7 @@ def build(
         flag=flag,
         wake=wake,
         sizes=sizes.get,
+        hangs=HangWatch(store, restart=restarter, dry_run=settings.dry_run),
     )
 
     executor = Executor(

@@ -397,6 +397,7 @@ class RoundLoop:
             checks=self.store.published_checks(name),
             rung_started=rung is None or self.executor.started(name, rung.reference),
             straggler=self.store.stragglers.get(name, ""),
+            hang=self.store.hangs.get(name, ""),
             waiting=self._waiting(name),
         )
         return Due(

@@ -163,6 +163,8 @@ class Store:
         self.stragglers: dict[str, str] = {}
         """Nodes their jobs' reports name the straggler, with why (the accountant
         keeps it, :mod:`pitcrew.core.stragglers`)."""
+        self.hangs: dict[str, str] = {}
+        """Nodes a hung job is blamed on, with why (:mod:`pitcrew.controller.hangs`)."""
         self.job_checkpoints: dict[str, datetime.datetime] = {}
         """Each training job's last checkpoint (``namespace/job``), from rank 0's
         progress report: every rank's pod checkpointed then, though only rank 0 says so.

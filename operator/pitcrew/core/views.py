@@ -329,6 +329,9 @@ class NodeState:
     straggler: str = ""
     """Why a job's progress reports name this node its straggler, again and again
     (:mod:`pitcrew.core.stragglers`); empty when none does."""
+    hang: str = ""
+    """Why a hung training job is blamed on this node (:mod:`pitcrew.core.hangs`);
+    empty when none is."""
     waiting: tuple[PodView, ...] = ()
     """On a node reserved for a training job (its ``pitcrew.dev/reserved`` taint): the
     job's pods that wait for a node (Pending, on none). On a spare: the training jobs'

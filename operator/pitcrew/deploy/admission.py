@@ -13,7 +13,7 @@ termination message, which the operator reads for the pair that pod belongs to.)
 
 A second policy (:func:`training_job_manifests`) confines a training job's
 ServiceAccount, which a namespace's Role lets patch pods, to the ``pitcrew.dev/``
-annotations of its own pod: the progress its framework hook reports.
+annotations of its own pod: the progress and heartbeat its framework hook reports.
 
 Like :mod:`pitcrew.deploy.rbac`, the objects are data: the devcluster install and
 the Helm chart are rendered from :func:`manifests` and :func:`training_job_manifests`,

@@ -37,7 +37,8 @@ crds (the chart's pre-install and pre-upgrade hook, :func:`crd_upgrade_manifests
     ``pitcrew install --crds-only``, since Helm never upgrades a chart's CRDs. Created
     for the hook and deleted once it succeeded.
 a training job (in each namespace opted in, :func:`training_job_manifests`)
-    pods patch: the framework hook's ``pitcrew.dev/progress`` annotation on its own pod.
+    pods patch: the framework hook's ``pitcrew.dev/progress`` and ``pitcrew.dev/heartbeat``
+    annotations on its own pod.
     RBAC cannot narrow that to one pod or one annotation; an admission policy does
     (:func:`pitcrew.deploy.admission.training_job_manifests`), and the chart renders
     the two together.

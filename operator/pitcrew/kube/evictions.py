@@ -121,3 +121,24 @@ def force_delete(api: client.ApiClient, pods: Iterable[PodView]) -> list[str]:
             if error.status != 404:
                 raise
     return deleted
+
+
+def delete_exact(api: client.ApiClient, pods: Iterable[tuple[str, str, str]]) -> list[str]:
+    """Delete each pod given as (namespace, name, UID), with its own grace period, only
+    while it is the object of that UID (a delete precondition): a pod its launcher
+    recreated under the same name since it was judged is never deleted. The pods
+    deleted (or already gone), as ``namespace/name``."""
+    core = client.CoreV1Api(api)
+    deleted = []
+    for namespace, name, uid in pods:
+        try:
+            core.delete_namespaced_pod(
+                name, namespace, body=client.V1DeleteOptions(preconditions={"uid": uid})
+            )
+        except client.ApiException as error:
+            if error.status not in (404, 409):  # gone, or another pod by now
+                raise
+            if error.status == 409:
+                continue
+        deleted.append(f"{namespace}/{name}")
+    return deleted

@@ -27,6 +27,14 @@ reports: a slow node that holds a rank of the job and is slower than its usual
 pace by the policy's ``stragglers.slowerThanMedianPercent`` is named in every report, one
 per ``report_interval`` of training, and after ``consecutiveReports`` of them it
 is the job's straggler (``NodeState.straggler``); the lifecycle does the rest.
+
+Hangs are judged by :func:`pitcrew.core.hangs.judge`, the operator's own rule, from
+the heartbeats the job's pods would carry: every rank's last step at the moment the
+job hung, at the job's step time, each pod still reporting but the one on a node
+whose own fault hung the job (its process froze with it), silent since. The
+rule's own wake-up says when to look again; once it finds the job hung, the node it
+blames gets ``NodeState.hang`` (the lifecycle quarantines it) and the job's pods are
+restarted, long before the watchdog the stock cluster waits for.
 """
 
 from __future__ import annotations
@@ -52,13 +60,16 @@ from pitcrew.core import node_edits
 from pitcrew.core.agent_config import agent_checks
 from pitcrew.core.breaker import Breaker, next_breaker
 from pitcrew.core.breaker import Transition as BreakerTransition
+from pitcrew.core.evidence import worst_finding
 from pitcrew.core.fleet import Summary, summarize
+from pitcrew.core.hangs import Heartbeat, RankPod, judge
 from pitcrew.core.job_ledger import Progress, RankTime
 from pitcrew.core.round import Decided, Due, decide_round, member
 from pitcrew.core.stragglers import slow_nodes, verdict
 from pitcrew.core.views import FleetView, NodeState, PolicyView
 from pitcrew.simulate import timing
-from pitcrew.simulate.clock import seconds
+from pitcrew.simulate.clock import at, seconds
+from pitcrew.simulate.job import State
 from pitcrew.simulate.mix import Depth, Fault, Shows, Symptom
 from pitcrew.simulate.node import Node, Stage
 from pitcrew.simulate.settings import Assumptions, Contender
@@ -126,6 +137,8 @@ class Operator:
         self.cpu = 0.0
         self.records: Counter[str] = Counter()
         self.breaker_trips = 0
+        self.hangs: Counter[str] = Counter()
+        """Hangs caught by the rule, by the evidence each was blamed on."""
 
     # -- the fleet, kept as fleet_of would compute it ------------------------------------
 
@@ -303,11 +316,58 @@ class Operator:
         node.straggler = verdict(JOB_NAME, fault.slowdown, self.spec.stragglers.consecutive_reports)
         self.mark(node)
 
+    # -- hangs ----------------------------------------------------------------------------
+
     def job_stalled(self) -> None:
-        """The job hangs: no node agent reports it, and Pitcrew has no rule in the loop
-        that reads a hang from the job's progress reports, so the job waits for the
-        NCCL watchdog here as on a stock cluster, unless a finding on one of its nodes
-        has Pitcrew drain it first (which restarts the job)."""
+        """The job stopped stepping, its pods running. Without Pitcrew's detection (an
+        attribution run) the NCCL watchdog ends it, as on a stock cluster."""
+        job = self.world.job
+        if self.detection and job.state is State.HUNG:
+            self._hang_check(job.epoch, self.clock.now)
+
+    def _hang_check(self, epoch: int, since: float) -> None:
+        """Judge the hung job as the operator would, at the rule's own wake-up. The pod on
+        a node whose fault hung the job (its process froze with it) stopped reporting at
+        the hang; the others go on beating."""
+        job = self.world.job
+        if epoch != job.epoch or job.state is not State.HUNG:
+            return
+        nodes = [n for n in job.ranks if n is not None]
+        step_seconds = job.step * job.pace
+        pods = [
+            RankPod(
+                key=f"{JOB_NAME}-{rank}",
+                node=node.name,
+                running=True,
+                heartbeat=Heartbeat(
+                    rank=rank,
+                    step=2,
+                    time=at(since),
+                    step_seconds=step_seconds,
+                    beat=at(since) if _froze(node) else self.clock.datetime,
+                ),
+            )
+            for rank, node in enumerate(job.ranks)
+            if node is not None
+        ]
+        verdict = judge(
+            JOB_NAME,
+            pods,
+            self.spec.hangs,
+            now=self.clock.datetime,
+            findings={n.name: found.reason for n in nodes if (found := worst_finding(n.status))},
+            stragglers={n.name: n.straggler for n in nodes if n.straggler},
+        )
+        if verdict.hang is None:
+            if verdict.wake_at is not None:
+                self.clock.at(seconds(verdict.wake_at) + EPSILON, self._hang_check, epoch, since)
+            return
+        self.hangs[verdict.hang.blame] += 1
+        for node in nodes:
+            if node.name in verdict.hang.culprits:
+                node.hang = verdict.hang.culprits[node.name]
+                self.mark(node)
+        job.crash()  # the job's pods deleted: the launcher starts them again
 
     def checkpointed(self) -> None:
         """The job's pods carry a new checkpoint time: a Suspect node may drain now."""
@@ -372,10 +432,16 @@ class Operator:
         if node.view.ready:
             status = status.model_copy(update={"last_heartbeat": now})
         straggler = node.straggler if node.job and status.phase in IN_SERVICE else ""
+        hang = node.hang if status.phase in IN_SERVICE else ""
         view = replace(node.view, pods=self.world.pods(node))
         waiting = self.world.waiting() if status.phase is Phase.SPARE else ()
         state = NodeState(
-            node=view, status=status, checks=node.checks, straggler=straggler, waiting=waiting
+            node=view,
+            status=status,
+            checks=node.checks,
+            straggler=straggler,
+            hang=hang,
+            waiting=waiting,
         )
         return Due(state=state, policy=self.policy)
 
@@ -631,3 +697,9 @@ class Operator:
         if fault.rng.random() < self.assumptions.probe_finds_hidden:
             return crash
         return None
+
+
+def _froze(node: Node) -> bool:
+    """The node's own fault hung the job: its rank's process stopped with it."""
+    fault = node.fault
+    return fault is not None and fault.hangs and node.stage is Stage.ACTIVE

@@ -77,6 +77,9 @@ class Node:
     straggler: str = ""
     """The job's verdict that this node is its straggler (``NodeState.straggler``),
     while its rank runs here."""
+    hang: str = ""
+    """The hung job's verdict blaming this node (``NodeState.hang``), while its rank runs
+    here."""
     exposure: int = 0
     """Generation of the job's stretches on this slow node: a verdict counts the reports
     of one stretch."""

@@ -278,7 +278,7 @@ class World:
 
     def release(self, node: Node) -> None:
         node.job = node.job_leaving = False
-        node.straggler = ""
+        node.straggler = node.hang = ""
         self.lacking.discard(node.index)
         if node.index in self.slow:
             self.pace()

@@ -20,7 +20,7 @@ def test_a_short_demo_takes_faulty_nodes_out_and_cleans_up(tmp_path: Path) -> No
     shown = subprocess.run(
         [sys.executable, "-m", "pitcrew.cli", "demo", "--nodes", "8", "--spares", "1",
          "--duration", "40", "--speed", "6", "--seed", "7", "--dir", str(directory),
-         "--straggler-at", "-1"],
+         "--straggler-at", "-1", "--hang-at", "-1"],
         capture_output=True, text=True, timeout=400, check=False,
     )  # fmt: skip
     assert shown.returncode == 0, shown.stdout[-3000:] + shown.stderr[-3000:]
@@ -65,7 +65,7 @@ def test_the_demo_finds_a_straggler_no_check_sees_and_the_jobs_mfu_recovers(
     shown = subprocess.run(
         [sys.executable, "-m", "pitcrew.cli", "demo", "--nodes", "8", "--spares", "1",
          "--duration", "150", "--speed", "0.001", "--seed", "7", "--dir", str(directory),
-         "--straggler-at", "30"],
+         "--straggler-at", "30", "--hang-at", "-1"],
         capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
     assert shown.returncode == 0, shown.stdout[-3000:] + shown.stderr[-3000:]
@@ -79,3 +79,23 @@ def test_the_demo_finds_a_straggler_no_check_sees_and_the_jobs_mfu_recovers(
     # A 1.5x slower rank: the job runs at two thirds of its pace until the node is out.
     assert during < 0.8 * before, summary
     assert after > 0.9 * before, summary
+
+
+def test_the_demo_restarts_a_hung_job_long_before_the_watchdog(tmp_path: Path) -> None:
+    """One rank stops for good, its pods running: the others wait. Pitcrew reads the
+    ranks' heartbeats, quarantines the node of the rank that stopped first and restarts
+    the job within two minutes of its last step (the NCCL watchdog: ten)."""
+    directory = tmp_path / "demo"
+    shown = subprocess.run(
+        [sys.executable, "-m", "pitcrew.cli", "demo", "--nodes", "8", "--spares", "1",
+         "--duration", "130", "--speed", "0.001", "--seed", "7", "--dir", str(directory),
+         "--straggler-at", "-1", "--hang-at", "30"],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stdout[-3000:] + shown.stderr[-3000:]
+    summary = shown.stdout[shown.stdout.index("Pitcrew demo summary") :]
+    hang = next(line for line in summary.splitlines() if "hang (rank" in line)
+    restarted = float(hang.split("restarted after")[1].strip(" s│"))
+    assert restarted < 120, summary
+    out = next(line for line in summary.splitlines() if "NCCL watchdog" in line)
+    assert out.split("│")[2].split("/")[0].strip() != "not taken out", summary

@@ -8,79 +8,18 @@ reported, and takes out the node that its ranks' step times name the straggler."
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from kubernetes import client
 
-from pitcrew.deploy import install
-from pitcrew.dev.devcluster import install as install_dev
 from pitcrew.dev.stack import SimStack
 from support.fixtures import HealthyFleet
 from support.fleet import Fleet, eventually
 from support.launchers import jobset
 from support.operator_metrics import gauges, job_metrics, leader_job_seconds
-
-SUPPORT = Path(__file__).resolve().parents[2] / "support"
-
-
-@dataclass
-class Trainer:
-    """The tenant's training process, and what it writes on stderr."""
-
-    process: subprocess.Popen[bytes]
-    log: IO[bytes]
-
-    def running(self) -> bool:
-        return self.process.poll() is None
-
-    def said(self) -> str:
-        self.log.seek(0)
-        return self.log.read().decode(errors="replace")[-2000:]
-
-    def stop(self) -> None:
-        self.process.kill()
-        self.process.wait()
-        self.log.close()
-
-
-def pod_credentials(api: client.ApiClient, namespace: str, pod: str, folder: Path) -> str:
-    """A kubeconfig with what the training pod itself holds: its ServiceAccount's token,
-    bound to the pod (the projected token), in a namespace opted in for training jobs."""
-    install.install_training_jobs(api, namespace)
-    found = client.CoreV1Api(api).read_namespaced_pod(pod, namespace)
-    path = install_dev.service_account_kubeconfig(
-        api, component="trainer", namespace=namespace, path=folder / f"{pod}.kubeconfig",
-        account=found.spec.service_account_name,
-        bound_pod={"metadata": {"name": pod, "uid": found.metadata.uid}},
-    )  # fmt: skip
-    return str(path)
-
-
-def train(kubeconfig: str, namespace: str, pod: str, node: str, *args: str) -> Trainer:
-    """Start a training process with the environment its pod would give it."""
-    env = {
-        **os.environ,
-        "KUBECONFIG": kubeconfig,
-        "POD_NAME": pod,
-        "POD_NAMESPACE": namespace,
-        "NODE_NAME": node,
-        "PYTHONPATH": os.pathsep.join([str(SUPPORT), os.environ.get("PYTHONPATH", "")]),
-    }
-    log = tempfile.TemporaryFile()  # noqa: SIM115 - closed by Trainer.stop
-    process = subprocess.Popen(
-        [sys.executable, str(SUPPORT / "hooked_training.py"), *args],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=log,
-    )
-    return Trainer(process, log)
+from support.trainers import pod_credentials, train
 
 
 def reason(fleet: Fleet, node: str) -> tuple[str, str]:

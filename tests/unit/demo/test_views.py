@@ -101,3 +101,12 @@ def test_status_reads_pause_where_the_policy_keeps_it() -> None:
         "paused": True,
         "running": False,
     }
+
+
+def test_the_summary_says_when_the_hung_job_was_restarted_beside_the_watchdog() -> None:
+    hang = InjectedFault(90, "n1", "hang", "rank 3 stopped", cordoned_after=66.2)
+    snapshot = Snapshot(elapsed=300, seed=7, phases={}, faults=[hang], hang_restarted_after=64.6)
+    closing = text(summary(snapshot))
+    assert "hang (rank 3 stopped) on n1 at 90s" in closing
+    assert "job restarted after 65s" in closing
+    assert "66s / 600s" in closing

@@ -25,7 +25,9 @@ def apiserver(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Patch
         def do_PATCH(self) -> None:
             body: Any = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             patches.paths.append(self.path)
-            patches.annotations.append(body["metadata"]["annotations"][PROGRESS_ANNOTATION])
+            progress = body["metadata"]["annotations"].get(PROGRESS_ANNOTATION)
+            if progress is not None:  # not a heartbeat alone (the process's start)
+                patches.annotations.append(progress)
             answer = json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {}}).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")

@@ -10,7 +10,8 @@ from pathlib import Path
 import torch.multiprocessing as mp
 
 from pitcrew.api.policy import StragglerSpec
-from pitcrew.client.progress import parse
+from pitcrew.api.vocabulary import HEARTBEAT_ANNOTATION, PROGRESS_ANNOTATION
+from pitcrew.client.progress import parse, parse_heartbeat
 from pitcrew.core.stragglers import Streaks, slow_nodes
 from support.two_ranks import SLOWED_AT, STEPS, free_port, rank
 
@@ -23,9 +24,11 @@ def test_the_rank_that_became_slow_is_the_straggler_not_the_one_always_slower(
     hid at 1.14x the median."""
     out = tmp_path / "patches"
     mp.spawn(rank, args=(free_port(), out), nprocs=2, join=True)
-    reports = [
-        parse(next(iter(json.loads(line).values()))) for line in out.read_text().splitlines()
-    ]
+    written = [json.loads(line) for line in out.read_text().splitlines()]
+    # The first write says the process started (its heartbeat only), the others report.
+    assert list(written[0]) == [HEARTBEAT_ANNOTATION]
+    assert parse_heartbeat(written[0][HEARTBEAT_ANNOTATION]).started is not None
+    reports = [parse(w[PROGRESS_ANNOTATION]) for w in written[1:]]
     timed = [r for r in reports if r.step_seconds is not None]
     # Gathered after the first 10 steps, then every step (min_interval 0): each
     # gathering in exactly one report.
@@ -40,3 +43,9 @@ def test_the_rank_that_became_slow_is_the_straggler_not_the_one_always_slower(
             assert "node-0" in slow, report
         streaks.observe("ml/train", report, spec)
     assert list(streaks.stragglers(spec)) == ["node-0"]
+    # Rank 1 wrote its own pod's heartbeat, and only that: its step and step time.
+    beats = [json.loads(line) for line in (tmp_path / "heartbeats-1").read_text().splitlines()]
+    assert {key for beat in beats for key in beat} == {HEARTBEAT_ANNOTATION}
+    last = parse_heartbeat(beats[-1][HEARTBEAT_ANNOTATION])
+    assert (last.rank, last.step) == (1, STEPS - 1)
+    assert last.step_seconds is not None

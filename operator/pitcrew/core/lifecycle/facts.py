@@ -11,7 +11,7 @@ import datetime
 
 from gpuhealth.report import CheckStatus, FaultClass
 from pitcrew.api.gpunode import GPUNodeStatus, Phase
-from pitcrew.api.vocabulary import MAINTENANCE_REASON, STRAGGLER_REASON
+from pitcrew.api.vocabulary import HANG_REASON, MAINTENANCE_REASON, STRAGGLER_REASON
 from pitcrew.core.evidence import Finding, worst_finding
 from pitcrew.core.lifecycle.builder import Builder
 
@@ -20,8 +20,12 @@ KERNEL_LOG_CHECK = "kernel-log"
 
 
 def finding(b: Builder) -> Finding | None:
-    """What takes a node in service out: its worst failing check, or else its job's
-    verdict that it is the straggler (a degraded fault no check of its own sees)."""
+    """What takes a node in service out: its job's verdict that the job hung on it (a
+    fatal fault: the job is already stopped, no checkpoint will come), else its worst
+    failing check, else its job's verdict that it is the straggler (a degraded fault no
+    check of its own sees)."""
+    if b.state.hang:
+        return Finding(FaultClass.FATAL, HANG_REASON, b.state.hang, ())
     found = worst_finding(b.status)
     if found is None and b.state.straggler:
         return Finding(FaultClass.DEGRADED, STRAGGLER_REASON, b.state.straggler, ())

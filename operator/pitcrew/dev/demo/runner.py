@@ -29,7 +29,7 @@ from pitcrew.api.gpunode import Phase
 from pitcrew.api.meta import GROUP, VERSION
 from pitcrew.api.vocabulary import FAULTS_ANNOTATION, OPERATOR_COMPONENT, SIMULATED_LABEL
 from pitcrew.core.convert import EPOCH, parse_time
-from pitcrew.dev.demo.scenario import ScheduledFault, schedule
+from pitcrew.dev.demo.scenario import HANG, ScheduledFault, schedule
 from pitcrew.dev.demo.simulated import DAYS, SimulatedGain, simulate_gain
 from pitcrew.dev.demo.view import InjectedFault, Snapshot, render, summary
 from pitcrew.dev.demo.workload import NAMESPACE, TrainingJob
@@ -55,6 +55,8 @@ class DemoOptions:
     checkpoint_aware: bool = True
     straggler_at: float | None = 60.0
     """When one of the job's nodes becomes its straggler (``slow-gemm``); None: never."""
+    hang_at: float | None = 90.0
+    """When one rank of the job stops for good, its pods running; None: never."""
 
 
 def policy(options: DemoOptions) -> dict[str, Any]:
@@ -166,6 +168,7 @@ class Demo:
             duration=horizon,
             mean_interval=60 / self.options.speed,
             straggler_at=self.options.straggler_at,
+            hang_at=self.options.hang_at,
         )
         start = time.monotonic()
         stop = threading.Event()
@@ -246,6 +249,13 @@ class Demo:
         self, api: client.ApiClient, job: TrainingJob, planned: ScheduledFault, elapsed: float
     ) -> None:
         core = client.CoreV1Api(api)
+        if planned.category == HANG:
+            stopped = job.hang()
+            if stopped is not None:
+                rank, node = stopped
+                what = f"rank {rank} froze, the job's pods running"
+                self.faults.append(InjectedFault(elapsed, node, HANG, what))
+            return
         if planned.fault is None:
             job.crash()
             self.faults.append(
@@ -345,6 +355,7 @@ class Demo:
             job_running=job.state.running,
             job_size=job.size,
             job_restarts=job.state.restarts,
+            hang_restarted_after=job.state.hang_restarted_after,
             job_lost_steps=job.state.lost_steps,
             step_seconds=1 / job.steps_per_second,
             job_interruptions=int(interruptions),

@@ -69,6 +69,10 @@ MIX: tuple[tuple[str, float, tuple[Fault, ...]], ...] = (
     ),
 )
 SOFTWARE = "software"
+HANG = "hang"
+"""One rank of the job freezes for good (a GPU driver stuck in the kernel), its pods
+running: the others wait in their next collective until Pitcrew, or the NCCL watchdog,
+acts."""
 STRAGGLER = "straggler"
 STRAGGLER_FAULT: Fault = {"type": "slow-gemm", "gpu": 3, "factor": 1.5}
 """A GPU whose matrix units run at two thirds of their speed (a bad power stage, a
@@ -88,10 +92,16 @@ class ScheduledFault:
 
 
 def schedule(
-    *, seed: int, duration: float, mean_interval: float, straggler_at: float | None = None
+    *,
+    seed: int,
+    duration: float,
+    mean_interval: float,
+    straggler_at: float | None = None,
+    hang_at: float | None = None,
 ) -> list[ScheduledFault]:
     """Faults in the first ``duration`` seconds, one every ``mean_interval`` on average,
-    and a straggler at ``straggler_at`` seconds (on the node in the middle of the job)."""
+    a straggler at ``straggler_at`` seconds (on the node in the middle of the job) and a
+    hang at ``hang_at`` (rank 0 freezes)."""
     rng = random.Random(seed)  # noqa: S311 - a reproducible simulation, not a secret
     weights = [w for _, w, _ in MIX]
     faults: list[ScheduledFault] = []
@@ -105,5 +115,7 @@ def schedule(
         at += rng.expovariate(1 / mean_interval)
     if straggler_at is not None and straggler_at < duration:
         faults.append(ScheduledFault(straggler_at, STRAGGLER, dict(STRAGGLER_FAULT), 0.5))
-        faults.sort(key=lambda f: f.at)
+    if hang_at is not None and hang_at < duration:
+        faults.append(ScheduledFault(hang_at, HANG, None, 0.5))
+    faults.sort(key=lambda f: f.at)
     return faults

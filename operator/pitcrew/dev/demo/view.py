@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pitcrew.api.gpunode import Phase
-from pitcrew.dev.demo.scenario import STRAGGLER
+from pitcrew.dev.demo.scenario import HANG, STRAGGLER
 from pitcrew.dev.demo.simulated import SimulatedGain
 
 COLOURS = {
@@ -67,6 +67,8 @@ class Snapshot:
     job_running: int = 0
     job_size: int = 0
     job_restarts: int = 0
+    hang_restarted_after: float | None = None
+    """Seconds from the hung job's last step to its pods restarted."""
     job_lost_steps: float = 0.0
     step_seconds: float = 0.0
     job_interruptions: int = 0
@@ -100,6 +102,8 @@ class StragglerStory:
     replacement) to the end."""
 
 
+WATCHDOG_S = 600.0
+"""PyTorch's default NCCL timeout: a hung job waits this long without Pitcrew."""
 SETTLE_S = 10.0
 RECOVER_S = 30.0
 
@@ -256,6 +260,18 @@ def summary(snapshot: Snapshot, *, simulated: SimulatedGain | None = None) -> Ta
         table.add_row(
             "  job MFU before / while it straggled / after",
             " / ".join(_percent(m) for m in (story.before, story.during, story.after)),
+        )
+    hang = next((f for f in snapshot.faults if f.category == HANG), None)
+    if hang is not None:
+        restarted = snapshot.hang_restarted_after
+        table.add_row(
+            f"hang ({hang.description}) on {hang.node} at {hang.at:.0f}s",
+            "job not restarted" if restarted is None else f"job restarted after {restarted:.0f}s",
+        )
+        table.add_row(
+            "  node out / NCCL watchdog's default",
+            ("not taken out" if hang.cordoned_after is None else f"{hang.cordoned_after:.0f}s")
+            + f" / {WATCHDOG_S:.0f}s",
         )
     if simulated is not None:
         _simulated_rows(table, simulated)

@@ -19,6 +19,13 @@ Each report carries the median and the nodes furthest behind their usual pace, a
 the framework hooks gather them (:mod:`pitcrew.client.distributed`); every rank has
 one role (data parallelism: all ranks are peers), so a rank on a node that was
 already slow when the job started is found too.
+
+Every other rank writes its own pod's heartbeat as the hooks do (a
+:class:`~pitcrew.client.background.BackgroundReporter` each, every
+:data:`HEARTBEAT_EVERY` seconds, beating on while no step comes).
+:meth:`TrainingJob.hang` freezes rank 0 for good: the others wait in the next
+collective, every pod still running, until Pitcrew (or, without it, the NCCL
+watchdog) ends it.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import datetime
 import logging
 import random
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +48,7 @@ from pitcrew.api.vocabulary import (
     JOB_LABEL,
     JOB_SIZE_LABEL,
 )
+from pitcrew.client.background import BackgroundReporter
 from pitcrew.client.progress import ProgressReporter
 from pitcrew.client.ranks import Paces
 from pitcrew.kube.client import request
@@ -56,6 +65,8 @@ DEMO_MFU = 0.4
 H100_BF16_FLOPS = 989.4e12
 ROLE = "data-parallel"
 """Every rank's role: all ranks of a data-parallel job keep one pace."""
+HEARTBEAT_EVERY = 5.0
+"""Seconds between heartbeat writes of ranks other than 0 (rank 0 writes with its reports)."""
 NOISE = 0.03
 """Each rank's step-to-step jitter (a standard deviation, as a fraction): a healthy rank
 is the slowest now and then, by a few per cent, never by the straggler threshold."""
@@ -72,6 +83,10 @@ class JobState:
     restarts: int = 0
     lost_steps: float = 0.0
     """Steps thrown away by restarts, the step in progress at each loss included."""
+    hung: tuple[int, float] | None = None
+    """The rank that stopped and when (monotonic seconds), while the job hangs."""
+    hang_restarted_after: float | None = None
+    """Seconds from the last step of the hung job to its pods being lost (restarted)."""
     events: list[str] = field(default_factory=list)
 
 
@@ -115,6 +130,22 @@ class TrainingJob:
         self.reporter = self._reporter()
         self.paces: Paces | None = None
         """Rank 0's judge of its ranks' paces: a restarted rank 0 starts a new one."""
+        self.beats = self._beats()
+
+    def _beats(self) -> list[BackgroundReporter]:
+        """The heartbeats of ranks 1 and up, each written on its own pod by a thread of
+        its own: kept across restarts (a thread per rank, not per rank and restart)."""
+        return [
+            BackgroundReporter(
+                pod=self.pod_name(rank),
+                namespace=NAMESPACE,
+                min_interval=HEARTBEAT_EVERY,
+                rank=rank,
+                progress=False,
+                api=self.core,
+            )
+            for rank in range(1, self.size)
+        ]
 
     def _reporter(self) -> ProgressReporter:
         """Rank 0's reporter. A restarted rank 0 is a new process with a new reporter,
@@ -188,6 +219,18 @@ class TrainingJob:
         for name in self._pods():
             self.core.delete_namespaced_pod(name, NAMESPACE, grace_period_seconds=0)
 
+    def hang(self) -> tuple[int, str] | None:
+        """Rank 0's process freezes (a GPU driver stuck in the kernel): it neither steps
+        nor reports again; the other ranks wait in the next collective and go on beating.
+        The rank and its node, or None if the job is not running."""
+        pods = self._pods()
+        if self.state.hung is not None or self.state.running < self.size or self.size < 2:
+            return None
+        node = str((pods.get(self.pod_name(0), {}).get("spec") or {}).get("nodeName") or "")
+        self.state.hung = (0, time.monotonic())
+        self.state.events.append(f"rank 0 on {node} froze: the job hangs")
+        return 0, node
+
     def tick(self, seconds: float) -> None:
         pods = self._pods()
         running = [name for name, p in pods.items() if _phase(p) == "Running" and not _deleting(p)]
@@ -199,6 +242,7 @@ class TrainingJob:
             if _phase(pod) in ("Failed", "Succeeded") and not _deleting(pod):
                 self.core.delete_namespaced_pod(name, NAMESPACE, grace_period_seconds=0)
         if len(running) < self.size:
+            self._ended_hang()
             if self.was_running:
                 lost = self.state.step - self.state.checkpoint_step + self.progress
                 self.state.lost_steps += lost
@@ -214,6 +258,8 @@ class TrainingJob:
             self.was_running = False
             return
         self.was_running = True
+        if self.state.hung is not None:
+            return  # every rank waits for the one that stopped
         nodes = [str(pods[name]["spec"].get("nodeName") or "") for name in sorted(running)]
         ranks = self._rank_seconds(nodes)
         self.progress += seconds / max(ranks)
@@ -227,6 +273,15 @@ class TrainingJob:
             if self.paces is None or self.paces.nodes != nodes:
                 self.paces = Paces(nodes, [ROLE] * len(nodes))
             self.reporter.step(self.state.step, ranks=self.paces.judge(ranks))
+        if whole:
+            for beat in self.beats:
+                beat.step(self.state.step)
+
+    def _ended_hang(self) -> None:
+        """A pod lost while the job hung: Pitcrew (or the watchdog) restarted it."""
+        if self.state.hung is not None:
+            self.state.hang_restarted_after = time.monotonic() - self.state.hung[1]
+            self.state.hung = None
 
     def _rank_seconds(self, nodes: list[str]) -> list[float]:
         """Each rank's compute time per step, on the node it runs on."""
