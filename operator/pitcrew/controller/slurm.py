@@ -70,9 +70,11 @@ class SlurmWatch:
         self.clock = clock
         self.now = now
         """The operator's wall clock: what dates the jobs' checkpoints it sees."""
-        self._checkpoints: dict[str, tuple[datetime.datetime, datetime.datetime]] = {}
+        self._checkpoints: dict[str, tuple[datetime.datetime | None, datetime.datetime | None]]
+        self._checkpoints = {}
         """Slurm job -> its checkpoint as its comment says (the node's clock, compared
-        with nothing but itself) and when this watch saw it change (the operator's)."""
+        with nothing but itself; None: none yet) and when this watch saw it change (the
+        operator's clock)."""
         self.stale_after = 2 * (interval + slurm.timeout)
         """Age past which a read is no view: a poll is one ``scontrol`` call (at most
         ``timeout``), at most ``interval`` of job reads and one more call, then a wait
@@ -319,20 +321,18 @@ class SlurmWatch:
         )
 
     def _dated(self, job: str, said: datetime.datetime | None) -> datetime.datetime | None:
-        """When this watch saw job ``job``'s checkpoint change, by the operator's clock;
-        EPOCH for the one it had when first read; None when its comment holds none."""
-        if said is None:
-            self._checkpoints.pop(job, None)
-            return None
+        """When this watch saw job ``job``'s checkpoint change, by the operator's clock
+        (also its first, after reads that showed none); EPOCH for the one it had when
+        first read; None while its comment holds none."""
         known = self._checkpoints.get(job)
         if known is None:
-            seen = EPOCH
+            entry = (said, EPOCH if said is not None else None)
         elif known[0] == said:
-            seen = known[1]
+            entry = known
         else:
-            seen = self.now()
-        self._checkpoints[job] = (said, seen)
-        return seen
+            entry = (said, self.now() if said is not None else None)
+        self._checkpoints[job] = entry
+        return entry[1]
 
     def _say(self, message: str) -> None:
         """Log a Slurm problem once until it changes: a down slurmctld every 10 s is noise."""

@@ -14,7 +14,7 @@ from pitcrew.controller.slurm import SlurmWatch
 from pitcrew.core.convert import EPOCH
 from pitcrew.core.views import SlurmJobView, SlurmNodeView, SlurmUnreadable
 from pitcrew.slurm.control import SlurmError
-from support.slurm_fakes import FakeSlurm
+from support.slurm_fakes import CHECKPOINTED, FakeSlurm
 
 
 def watch_of(slurm: FakeSlurm) -> tuple[SlurmWatch, list[list[str]], list[float]]:
@@ -72,6 +72,24 @@ def test_a_slurm_jobs_checkpoint_is_dated_by_the_operators_clock_never_the_nodes
     seen = seen + datetime.timedelta(minutes=5)
     watch.poll()  # the same checkpoint read again keeps its date
     assert jobs_of(watch)[0].checkpoint_at == later
+
+
+def test_a_slurm_jobs_first_checkpoint_after_reads_without_one_is_dated_when_seen() -> None:
+    """The job reported steps but no checkpoint yet when the node was taken out; the
+    checkpoint it reports next is new, not one it had before (as on real daemons:
+    tests/e2e/slurm/test_slurm_drain.py)."""
+    slurm = FakeSlurm(
+        {"n1": SlurmNodeView("n1", ("MIXED",))},
+        job_comment='{"step": 10, "time": "2026-12-05T01:00:00Z"}',
+    )
+    seen = datetime.datetime(2026, 12, 5, 1, 0, tzinfo=datetime.UTC)
+    watch = SlurmWatch(slurm, interval=10, wake=lambda _: None, now=lambda: seen)  # type: ignore[arg-type]
+    watch.view("n1", [], SlurmSpec(), taking_out=True)
+    watch.poll()
+    assert jobs_of(watch)[0].checkpoint_at is None
+    slurm.job_comment = CHECKPOINTED
+    watch.poll()
+    assert jobs_of(watch)[0].checkpoint_at == seen
 
 
 def jobs_of(watch: SlurmWatch) -> tuple[SlurmJobView, ...]:
