@@ -39,10 +39,11 @@ POD_SECURITY = {
     "pod-security.kubernetes.io/enforce-version": "latest",
 }
 """The Pod Security level of Pitcrew's namespace: ``privileged``, because three of its
-pods need more than ``baseline`` allows: the agent reads the kernel log (a hostPath
-volume, ``/dev/kmsg``, and CAP_SYSLOG), a reset-gpu Job is privileged (``nvidia-smi -r``
-needs the device), and pair probes use the host's network (its NICs, for RDMA). The
-operator and the CRD hook meet ``restricted`` (tests/e2e/chart)."""
+pods need more than ``baseline`` allows: the agent reads the kernel log (``/dev/kmsg``,
+which only a privileged container running as root can open), a reset-gpu Job is
+privileged (``nvidia-smi -r`` needs the device), and pair probes use the host's network
+(its NICs, for RDMA). The operator and the CRD hook meet ``restricted``
+(tests/e2e/chart)."""
 TRAINING_ACCOUNTS = ["default"]
 """The ServiceAccounts of training jobs given a Role by default (the chart's
 ``trainingJobs.serviceAccounts``): a pod that names none runs as ``default``."""
