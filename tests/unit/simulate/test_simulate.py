@@ -20,7 +20,7 @@ import pytest
 from pitcrew.simulate.command import spares_curve
 from pitcrew.simulate.compare import Comparison, compare, gap, young_daly
 from pitcrew.simulate.mix import LLAMA3_DAYS, LLAMA3_NODES, mix
-from pitcrew.simulate.realism import KIND
+from pitcrew.simulate.realism import KIND, Sweep
 from pitcrew.simulate.run import BADPUT, Outcome, run
 from pitcrew.simulate.settings import (
     DEFAULTS,
@@ -112,7 +112,14 @@ def test_runs_in_parallel_processes_give_what_one_process_gives() -> None:
 
     contenders = [*baselines(), _with_spares(1)]
     alone, parallel = (
-        compare(SMALL, contenders, spares_curve=(0, 2), warning_shares=(0.5,), jobs=jobs)
+        compare(
+            SMALL,
+            contenders,
+            spares_curve=(0, 2),
+            warning_shares=(0.5,),
+            world_sweeps=(Sweep("hang_share", "hangs", (0.0, 0.4)),),
+            jobs=jobs,
+        )
         for jobs in (1, 3)
     )
     assert parallel.json() == alone.json()
@@ -121,6 +128,7 @@ def test_runs_in_parallel_processes_give_what_one_process_gives() -> None:
     assert len(alone.attribution[DEFAULTS]) == 4
     assert parallel.spares_curve == alone.spares_curve
     assert parallel.warning_curve == alone.warning_curve
+    assert parallel.world_sweeps == alone.world_sweeps
 
 
 def test_badput_shares_and_goodput_partition_the_job_time() -> None:
