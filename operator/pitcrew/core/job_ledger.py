@@ -45,6 +45,7 @@ import datetime
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from operator import itemgetter
 
 PRODUCTIVE, WASTED, RECOVERY, WAITING = "productive", "wasted", "recovery", "waiting"
 CATEGORIES = (PRODUCTIVE, WASTED, RECOVERY, WAITING)
@@ -182,31 +183,39 @@ class _Pods:
     @classmethod
     def of(cls, pods: tuple[JobPod, ...]) -> _Pods:
         present: dict[str, JobPod] = {}
+        keys: set[str] = set()
         alive = live = gpus = 0
         peak = 0.0
         started: datetime.datetime | None = None
+        latest: datetime.datetime | None = None
         for pod in pods:
+            key = pod.key
+            keys.add(key)
+            start = pod.started_at
+            if start and (latest is None or start > latest):
+                latest = start
             if pod.running:
                 gpus += pod.gpus
                 if pod.peak_flops_per_gpu:
                     peak += pod.gpus * pod.peak_flops_per_gpu
             if pod.gone:
                 continue
-            present[pod.key] = pod
-            if pod.running or pod.stopped_at is None:
-                alive += 1
+            present[key] = pod
             if pod.running:
+                alive += 1
                 live += 1
-                if pod.started_at and (started is None or pod.started_at > started):
-                    started = pod.started_at
+                if start and (started is None or start > started):
+                    started = start
+            elif pod.stopped_at is None:
+                alive += 1
         return cls(
             pods=pods,
             present=present,
-            keys=frozenset(p.key for p in pods),
+            keys=frozenset(keys),
             alive=alive,
             live=live,
             started=started,
-            latest_start=max((p.started_at for p in pods if p.started_at), default=None),
+            latest_start=latest,
             gpus=gpus,
             peak=peak,
         )
@@ -322,7 +331,7 @@ class JobLedger:
             if before is not None and pod.restarts > before.restarts:
                 stopped = pod.stopped_at + SECOND_END if pod.stopped_at else now
                 events.append((min(stopped, now), 1, pod))
-        events.sort(key=lambda e: (e[0], e[1]))
+        events.sort(key=itemgetter(0, 1))
         return events
 
     # -- the events -----------------------------------------------------------------------

@@ -44,5 +44,10 @@ class Clock:
         self.now = until
 
     @property
+    def ran(self) -> int:
+        """Events run so far: those scheduled less those still waiting."""
+        return self._seq - len(self._queue)
+
+    @property
     def datetime(self) -> datetime.datetime:
         return at(self.now)

@@ -96,6 +96,8 @@ class Outcome:
     """GPU-seconds by phase."""
     decisions: int = 0
     decide_cpu_seconds: float = 0.0
+    events: int = 0
+    """Events the simulated clock ran: the speed benchmark's floor runs as many."""
     records: dict[str, int] = field(default_factory=dict)
     """Counts of the Events the operator recorded, by reason."""
     breaker_trips: int = 0
@@ -297,6 +299,7 @@ def _outcome(
         fleet_seconds={str(p): v for p, v in sorted(fleet.seconds.items())},
         decisions=operator.decisions if operator else 0,
         decide_cpu_seconds=operator.cpu if operator else 0.0,
+        events=world.clock.ran,
         records=dict(operator.records) if operator else {},
         breaker_trips=operator.breaker_trips if operator else 0,
         repairs_by_hand=people.repairs,
