@@ -1,11 +1,14 @@
 """The operator process: health and metrics, leader election, the shell's wiring, kopf.
 
-Nodes and Pods are only *watched* (``on.event``): kopf writes nothing onto
-them (no finalizers, no progress annotations), so Pitcrew's only writes to a
-Node are its deliberate cordons, taints and annotations. GPUNodes and
-policies are watched the same way; the shell writes their status itself
-by server-side apply. All handlers are async and only update memory, so a
-burst of thousands of events costs microseconds each.
+Nodes, Pods and GPUNodes, the hot streams, are watched raw
+(:mod:`pitcrew.kube.watches`, one thread each): every object parsed once from
+its JSON line and observed on the event loop, without kopf's per-event
+machinery. Policies, ValidationRuns, windows and budgets, whose events are
+rare, are watched by kopf (``on.event``). Nothing writes onto a watched
+object as a side effect (no finalizers, no progress annotations), so
+Pitcrew's only writes to a Node are its deliberate cordons, taints and
+annotations; the shell writes statuses itself by server-side apply. The
+handlers only update memory.
 """
 
 from __future__ import annotations
@@ -43,9 +46,10 @@ from pitcrew.controller.runs import Runs
 from pitcrew.controller.settings import OperatorSettings, job_pods
 from pitcrew.controller.slurm import SlurmWatch
 from pitcrew.controller.store import Store
-from pitcrew.kube import evictions
+from pitcrew.core.convert import object_key
+from pitcrew.kube import evictions, watches
 from pitcrew.kube.client import api_client, use_as_default
-from pitcrew.kube.cluster import KubeCluster
+from pitcrew.kube.cluster import LIST_PATHS, KubeCluster
 from pitcrew.kube.events import Recorder, pod_ref
 from pitcrew.remediators.registry import remediators
 from pitcrew.slurm.control import Slurm
@@ -157,7 +161,7 @@ def build(
         slurm=slurm,
     )
     holder.append(rounds)
-    return Shell(rounds=rounds, accountant=accountant, settings=settings)
+    return Shell(rounds=rounds, accountant=accountant, settings=settings, api=api)
 
 
 def slurm_watch(
@@ -182,6 +186,7 @@ class Shell:
     rounds: RoundLoop
     accountant: Accountant
     settings: OperatorSettings
+    api: client.ApiClient
 
     async def account(self) -> None:
         """Feed GPU-time and job-time metrics from the cache, every few seconds."""
@@ -198,6 +203,34 @@ def utc_now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
 
+HOT = ("node", "pod", "gpunode")
+"""The kinds watched raw (:mod:`pitcrew.kube.watches`), not by kopf."""
+
+
+def hot_watches(shell: Shell, loop: asyncio.AbstractEventLoop) -> None:
+    """A thread per hot kind, watching it raw; what it finds is observed on the loop,
+    in the order it came."""
+    rounds = shell.rounds
+    for kind in HOT:
+
+        def listed(items: list[dict[str, Any]], kind: str = kind) -> None:
+            for obj in items:
+                loop.call_soon_threadsafe(rounds.observe, kind, obj)
+            keys = {object_key(o) if kind == "pod" else o["metadata"]["name"] for o in items}
+            loop.call_soon_threadsafe(rounds.relisted, kind, keys)
+
+        def changed(obj: dict[str, Any], deleted: bool, kind: str = kind) -> None:
+            loop.call_soon_threadsafe(functools.partial(rounds.observe, kind, obj, deleted=deleted))
+
+        threading.Thread(
+            target=watches.follow,
+            args=(shell.api, LIST_PATHS[kind]),
+            kwargs={"listed": listed, "changed": changed, "stop": threading.Event()},
+            daemon=True,
+            name=f"pitcrew-watch-{kind}",
+        ).start()
+
+
 def register(registry: kopf.OperatorRegistry, shell: Shell) -> None:
     tasks: list[asyncio.Task[None]] = []  # held: the loop keeps only weak references
 
@@ -206,9 +239,7 @@ def register(registry: kopf.OperatorRegistry, shell: Shell) -> None:
         async def handler(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
             shell.rounds.observe(kind, dict(body), deleted=event.get("type") == "DELETED")
 
-    watch("", "v1", "nodes", "node")
-    watch("", "v1", "pods", "pod")
-    watch(GROUP, VERSION, "gpunodes", "gpunode")
+    # Nodes, Pods and GPUNodes are the hot streams: raw watches (hot_watches), not kopf.
     watch(GROUP, VERSION, "gpuhealthpolicies", "policy")
     watch(GROUP, VERSION, "validationruns", "run")
     watch(GROUP, VERSION, "maintenancewindows", "window")
@@ -229,6 +260,7 @@ def register(registry: kopf.OperatorRegistry, shell: Shell) -> None:
         settings.queueing.idle_timeout = 1.0
         settings.networking.request_timeout = 60
         loop = asyncio.get_running_loop()
+        hot_watches(shell, loop)
         tasks.extend([loop.create_task(shell.rounds.run()), loop.create_task(shell.account())])
 
     @kopf.on.login(registry=registry)

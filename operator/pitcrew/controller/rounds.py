@@ -201,6 +201,14 @@ class RoundLoop:
         if name:
             self.mark([name])
 
+    def relisted(self, kind: str, keys: set[str]) -> None:
+        """A raw watch listed ``kind`` again (:mod:`pitcrew.kube.watches`) and observed
+        each object of it: what the store holds that the listing lacks was deleted while
+        no watch was open, and is observed as deleted."""
+        held = {"node": self.store.nodes, "gpunode": self.store.gpunodes, "pod": self.store.pods}
+        for key in sorted(held[kind].keys() - keys):
+            self.observe(kind, held[kind][key], deleted=True)
+
     def mark(self, names: Iterable[str]) -> None:
         """Queue nodes for the next round. Safe from any thread."""
         self._on_loop(self._mark, list(names))

@@ -235,12 +235,21 @@ def list_all(
     """Every object at collection ``path``, ``page`` at a time, each page retried on
     transient errors: one LIST of 10,000 Nodes holds the apiserver's memory for the
     whole answer while it is sent; a page at a time does not."""
+    return list_versioned(api, path, query=query, page=page)[0]
+
+
+def list_versioned(
+    api: client.ApiClient, path: str, *, query: dict[str, str] | None = None, page: int = 500
+) -> tuple[list[dict[str, Any]], str]:
+    """:func:`list_all`, and the resourceVersion of the listing (the same for all its
+    pages: a watch from it misses nothing the listing did not show)."""
     items: list[dict[str, Any]] = []
     token = ""
     while True:
         params = {**(query or {}), "limit": str(page), **({"continue": token} if token else {})}
         answer = retrying(request)(api, "GET", path, query=params)
         items.extend(answer.get("items") or [])
-        token = (answer.get("metadata") or {}).get("continue") or ""
+        meta = answer.get("metadata") or {}
+        token = meta.get("continue") or ""
         if not token:
-            return items
+            return items, str(meta.get("resourceVersion") or "")

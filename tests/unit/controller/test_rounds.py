@@ -328,3 +328,10 @@ def test_every_cordon_of_a_round_goes_out_before_any_plans_follow_up_writes() ->
     assert len(statuses) == 3
     assert max(cordons) < min(statuses)
     assert {shell.phase(n) for n in ("n1", "n4", "n7")} <= set(UNHEALTHY)
+
+
+def test_a_node_missing_from_a_new_listing_is_forgotten_as_deleted() -> None:
+    shell = settled_fleet()
+    shell.rounds.relisted("node", set(NODES) - {"n3"})
+    assert "n3" not in shell.store.nodes
+    assert "n4" in shell.store.nodes
