@@ -25,6 +25,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.watch.watch import iter_resp_lines
 
+from pitcrew.api.errors import PitcrewError
 from pitcrew.kube.client import list_versioned
 
 logger = logging.getLogger(__name__)
@@ -40,8 +41,9 @@ Changed = Callable[[dict[str, Any], bool], None]
 """Called with an object that changed, and whether it was deleted."""
 
 
-class VersionGoneError(Exception):
-    """The watch's resourceVersion is older than the apiserver keeps: list again."""
+class VersionGoneError(PitcrewError, RuntimeError):
+    """The watch's resourceVersion is older than the apiserver keeps: list again
+    (:func:`follow` does)."""
 
 
 def follow(
