@@ -92,7 +92,9 @@ def watch_once(api: client.ApiClient, path: str, version: str, changed: Changed)
             if line:
                 version = event(line, version, changed)
     finally:
-        answer.response.release_conn()
+        # Closed, never handed back to the pool: a stream left mid-way would hand the
+        # next request on that connection the rest of it.
+        answer.response.close()
     return version
 
 
