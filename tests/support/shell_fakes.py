@@ -134,7 +134,9 @@ class FakeCluster:
         self.calls.append(("evict", keys))
         return EvictionResult(evicted=keys)
 
-    def force_delete(self, pods: Iterable[PodView]) -> list[str]:
+    def force_delete(
+        self, pods: Iterable[PodView], *, grace_seconds: int | None = None
+    ) -> list[str]:
         keys = [p.key for p in pods]
         self.calls.append(("force_delete", keys))
         return keys

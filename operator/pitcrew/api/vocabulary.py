@@ -65,6 +65,14 @@ HEARTBEAT_ANNOTATION: Final = f"{PREFIX}/heartbeat"
 rank, last step and when, its step time, a pause it announced (hang detection)."""
 CHECKPOINT_ANNOTATION: Final = f"{PREFIX}/checkpoint-at"
 """When the pod last checkpointed: a checkpoint-aware drain waits for the next one."""
+PROGRESS_LOST_ANNOTATION: Final = f"{PREFIX}/progress-lost-on-fault"
+"""``"true"`` on a training job's pods: a fatal fault on any of its nodes loses the job's
+progress anyway (it restarts from its last checkpoint whatever its pods do), so its pods
+on such a node are deleted at once with :data:`FAST_GRACE_SECONDS` instead of evicted
+with their own grace period and their budget's leave."""
+FAST_GRACE_SECONDS: Final = 1
+"""The grace period of a pod deleted at once (:data:`PROGRESS_LOST_ANNOTATION`): the
+kubelet stops it, it is not removed from the API before it stopped (0 would)."""
 MAINTENANCE_REASON: Final = "Maintenance"
 """The reason a node is taken out for a maintenance window (Suspect, then Draining)."""
 STRAGGLER_REASON: Final = "Straggler"

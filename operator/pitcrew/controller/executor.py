@@ -358,7 +358,7 @@ class Executor:
             case a.Evict():
                 return self._evict(plan, action, status)
             case a.ForceDelete():
-                deleted = self.cluster.force_delete(action.pods)
+                deleted = self.cluster.force_delete(action.pods, grace_seconds=action.grace_seconds)
                 self._event(
                     node, action.reason, f"{action.message}: {', '.join(deleted)}", warning=True
                 )

@@ -54,7 +54,9 @@ class Cluster(Protocol):
         parallelism: int,
     ) -> EvictionResult: ...
 
-    def force_delete(self, pods: Iterable[PodView]) -> list[str]: ...
+    def force_delete(
+        self, pods: Iterable[PodView], *, grace_seconds: int | None = None
+    ) -> list[str]: ...
 
     def tolerate(self, pods: Iterable[PodView], *, taint: str, value: str) -> list[str]:
         """Add the toleration of ``taint=value:NoSchedule`` to each of ``pods`` still

@@ -68,6 +68,8 @@ class ForceDelete:
     pods: tuple[PodView, ...]
     reason: str = "DrainTimeoutForce"
     message: str = ""
+    grace_seconds: int | None = None
+    """At most this grace period (None: each pod's own; 0 to one already terminating)."""
 
 
 @dataclass(frozen=True, kw_only=True)

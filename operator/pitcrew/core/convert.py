@@ -18,6 +18,7 @@ from pitcrew.api.vocabulary import (
     GPU_PRODUCT_LABEL,
     GPU_RESOURCE,
     PROBE_LABEL,
+    PROGRESS_LOST_ANNOTATION,
     RESERVED_TAINT,
 )
 from pitcrew.core.job_discovery import JobIdentity, identify, taint_value
@@ -115,6 +116,7 @@ def pod_view(
         ready=ready,
         disruption=disruption,
         grace_seconds=int((pod.get("spec") or {}).get("terminationGracePeriodSeconds") or 30),
+        progress_lost=bool(job) and annotations.get(PROGRESS_LOST_ANNOTATION) == "true",
     )
 
 

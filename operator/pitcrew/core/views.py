@@ -69,6 +69,9 @@ class PodView:
     ready: bool = True
     """Its ``Ready`` condition is True: a budget counts only ready pods as healthy, and
     lets unready ones go by its ``unhealthyPodEvictionPolicy``."""
+    progress_lost: bool = False
+    """Its job declares that a fatal fault on its node loses its progress anyway
+    (``pitcrew.dev/progress-lost-on-fault``): deleted at once from such a node."""
     gpus: int = 0
     """Of a pod waiting for capacity: the GPUs it asks for (a spare lent to it must hold
     them)."""

@@ -62,8 +62,10 @@ class KubeCluster:
     ) -> EvictionResult:
         return evictions.evict(self.api, pods, backoff=backoff, now=now, parallelism=parallelism)
 
-    def force_delete(self, pods: Iterable[PodView]) -> list[str]:
-        return evictions.force_delete(self.api, pods)
+    def force_delete(
+        self, pods: Iterable[PodView], *, grace_seconds: int | None = None
+    ) -> list[str]:
+        return evictions.force_delete(self.api, pods, grace_seconds=grace_seconds)
 
     def tolerate(self, pods: Iterable[PodView], *, taint: str, value: str) -> list[str]:
         return tolerations.tolerate(self.api, pods, taint=taint, value=value)

@@ -100,21 +100,26 @@ def evict(
     return result
 
 
-def force_grace(pod: PodView) -> int:
+def force_grace(pod: PodView, at_most: int | None = None) -> int:
     """The grace period a forced delete gives ``pod``: its own to a running pod (it may
-    still stop cleanly, without a budget's leave), none to one already being deleted,
-    which had its grace and is stuck (a kubelet that never confirms, on a broken
-    node): grace 0 removes it from the API at once."""
-    return 0 if pod.terminating else pod.grace_seconds
+    still stop cleanly, without a budget's leave), ``at_most`` that (a pod whose job
+    loses its progress anyway), none to one already being deleted, which had its grace
+    and is stuck (a kubelet that never confirms, on a broken node): grace 0 removes it
+    from the API at once."""
+    if pod.terminating:
+        return 0
+    return pod.grace_seconds if at_most is None else min(pod.grace_seconds, at_most)
 
 
-def force_delete(api: client.ApiClient, pods: Iterable[PodView]) -> list[str]:
+def force_delete(
+    api: client.ApiClient, pods: Iterable[PodView], *, grace_seconds: int | None = None
+) -> list[str]:
     core = client.CoreV1Api(api)
     deleted = []
     for pod in pods:
         try:
             core.delete_namespaced_pod(
-                pod.name, pod.namespace, grace_period_seconds=force_grace(pod)
+                pod.name, pod.namespace, grace_period_seconds=force_grace(pod, grace_seconds)
             )
             deleted.append(pod.key)
         except client.ApiException as error:

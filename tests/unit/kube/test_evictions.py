@@ -68,3 +68,23 @@ def test_a_forced_drain_gives_pods_already_terminating_no_grace(
     deleted = evictions.force_delete(client.ApiClient(), [running, stuck])
     assert deleted == ["train/running", "train/stuck"]
     assert deletes == [("running", 45), ("stuck", 0)]
+
+
+def test_a_delete_at_once_gives_at_most_its_grace_and_none_to_a_stuck_pod(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    deletes: list[tuple[str, int]] = []
+
+    class Core:
+        def __init__(self, api: object) -> None:
+            pass
+
+        def delete_namespaced_pod(self, name: str, namespace: str, **kwargs: Any) -> None:
+            deletes.append((name, kwargs["grace_period_seconds"]))
+
+    monkeypatch.setattr(evictions.client, "CoreV1Api", Core)
+    slow = PodView(namespace="train", name="slow", grace_seconds=600)
+    quick = PodView(namespace="train", name="quick", grace_seconds=0)
+    stuck = PodView(namespace="train", name="stuck", grace_seconds=600, terminating=True)
+    evictions.force_delete(client.ApiClient(), [slow, quick, stuck], grace_seconds=1)
+    assert deletes == [("slow", 1), ("quick", 0), ("stuck", 0)]

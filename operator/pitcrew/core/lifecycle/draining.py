@@ -1,7 +1,9 @@
 """Suspect, Quarantined and Draining: out of service, waiting for the node's work to go.
 
 A Suspect node (a degraded finding) keeps its jobs until they checkpoint or
-``checkpointMaxDelay`` passes; a Quarantined one (fatal) drains at once. A drain
+``checkpointMaxDelay`` passes; a Quarantined one (fatal) drains at once, and the
+pods of a job that declares a fatal fault loses its progress anyway are deleted
+at once rather than evicted. A drain
 begins only in a decision that sees Pitcrew's cordon in place (evicting before
 would let pods come straight back) and within ``maxConcurrentDrains``; it waits
 for pods and Slurm's jobs, and its timeout (the decision's wake-up meanwhile)
@@ -14,12 +16,23 @@ from gpuhealth.report import FaultClass
 from pitcrew.api.gpunode import DrainStatus, Phase
 from pitcrew.api.meta import ConditionStatus
 from pitcrew.api.policy import DrainTimeoutAction
-from pitcrew.api.vocabulary import MAINTENANCE_REASON, QUARANTINE_TAINT, STRAGGLER_REASON
+from pitcrew.api.vocabulary import (
+    FAST_GRACE_SECONDS,
+    MAINTENANCE_REASON,
+    QUARANTINE_TAINT,
+    STRAGGLER_REASON,
+)
 from pitcrew.core import actions as a
 from pitcrew.core import safety
 from pitcrew.core.evidence import worst_finding
 from pitcrew.core.lifecycle.builder import Builder
-from pitcrew.core.lifecycle.facts import checkpointed, could_not_check, elapsed, maintenance_due
+from pitcrew.core.lifecycle.facts import (
+    checkpointed,
+    could_not_check,
+    elapsed,
+    fault_class,
+    maintenance_due,
+)
 from pitcrew.core.lifecycle.remediating import begin_remediation
 from pitcrew.core.lifecycle.service import back_in_service
 from pitcrew.core.lifecycle.slurm import slurm_pending, slurm_timed_out
@@ -106,7 +119,9 @@ def draining(b: Builder) -> None:
             _remediate_anyway(b, "DrainTimeoutSlurm" if forced else "DrainTimeoutEscalate", left)
         return
     if not timed_out:
-        b.actions.append(a.Evict(pods=workload, message=f"evicting {len(workload)} pods"))
+        workload = _lost_anyway(b, workload)
+        if workload:
+            b.actions.append(a.Evict(pods=workload, message=f"evicting {len(workload)} pods"))
     elif drain_spec.on_timeout is DrainTimeoutAction.FORCE:
         b.actions.append(
             a.ForceDelete(
@@ -117,6 +132,29 @@ def draining(b: Builder) -> None:
         )
     else:
         _remediate_anyway(b, "DrainTimeoutEscalate", f"{len(workload)} pods left")
+
+
+def _lost_anyway(b: Builder, workload: tuple[PodView, ...]) -> tuple[PodView, ...]:
+    """On a node with a fatal fault, delete at once the pods whose job declares that such
+    a fault loses its progress anyway (``pitcrew.dev/progress-lost-on-fault``): no grace
+    period to wait out and no budget to ask, since nothing they would save is worth the
+    wait, and the job's restart elsewhere begins the sooner. The rest to evict."""
+    if fault_class(b) is not FaultClass.FATAL:
+        return workload
+    lost = tuple(p for p in workload if p.progress_lost)
+    if not lost:
+        return workload
+    jobs = ", ".join(sorted({f"{p.namespace}/{p.job}" for p in lost}))[:300]
+    b.actions.append(
+        a.ForceDelete(
+            pods=lost,
+            reason="ProgressLostOnFault",
+            message=f"{len(lost)} pods of jobs that lose their progress on a fatal fault "
+            f"anyway ({jobs}): deleted at once",
+            grace_seconds=FAST_GRACE_SECONDS,
+        )
+    )
+    return tuple(p for p in workload if not p.progress_lost)
 
 
 def _window_withdrawn(b: Builder) -> bool:
