@@ -81,6 +81,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--restart-cost", type=duration, default=base.restart_cost)
     parser.add_argument(
+        "--progress-lost-on-fault",
+        action="store_true",
+        help="the job's pods declare pitcrew.dev/progress-lost-on-fault: a fatal fault's "
+        "node has them deleted at once",
+    )
+    parser.add_argument(
         "--spares", type=int, help="hot spares of every Pitcrew policy (default: its own)"
     )
     parser.add_argument(
@@ -213,6 +219,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         checkpoint_cost=args.checkpoint_cost,
         async_checkpoint=args.async_checkpoint,
         restart_cost=args.restart_cost,
+        progress_lost_on_fault=args.progress_lost_on_fault,
         spares=args.spares,
         seed=args.seed,
         lemons=args.lemons,

@@ -11,7 +11,10 @@ lever adds. The levers are the ones Pitcrew owns:
 - ``burnIn``: nodes back from repair or joining are burned in before they take
   work (``validation.burnInAfterRepair`` and ``burnInOnJoin`` off);
 - ``detection``: the node agent's findings reach the operator at once (without
-  it: only when a person would have noticed the crash).
+  it: only when a person would have noticed the crash);
+- ``fastEviction``: where the job declares ``pitcrew.dev/progress-lost-on-fault``,
+  its pods on a node with a fatal fault are deleted at once (without it: the job
+  declares nothing and they are evicted). The job's lever, taken from the settings.
 
 Advice: the checkpoint interval by Young and Daly, ``sqrt(2·C·M) - C`` for a
 checkpoint cost ``C`` and the job's measured mean time between failures ``M``
@@ -66,6 +69,11 @@ LEVERS: dict[str, Callable[[GPUHealthPolicySpec], GPUHealthPolicySpec] | None] =
     "detection": None,
 }
 """Each lever and how to take it away from a policy (None: from the contender)."""
+JOB_LEVERS: dict[str, Callable[[Settings], Settings]] = {
+    "fastEviction": lambda s: s.with_(progress_lost_on_fault=False),
+}
+"""Levers Pitcrew pulls where the job asks for them, and how to take the job's asking
+away (the same policy, the job as it was)."""
 
 
 @dataclass(frozen=True)
@@ -221,10 +229,10 @@ def compare(
     contenders = list(contenders)
     pitcrew = [c for c in contenders if not c.baseline]
     plan = [Planned(c.name, settings, c) for c in contenders]
-    reduced = {c.name: _without_each_lever(c) for c in pitcrew} if attribution else {}
+    reduced = {c.name: _without_each_lever(c, settings) for c in pitcrew} if attribution else {}
     for name, without in reduced.items():
         plan += [
-            Planned(f"{name} without {lever}", settings, other)
+            Planned(f"{name} without {lever}", *other)
             for lever, other in without.items()
             if other is not None
         ]
@@ -312,18 +320,25 @@ def simulate(
         return [future.result() for future in futures]
 
 
-def _without_each_lever(contender: Contender) -> dict[str, Contender | None]:
-    """The contender without each lever in turn; None where the policy does not use it."""
+def _without_each_lever(
+    contender: Contender, settings: Settings
+) -> dict[str, tuple[Settings, Contender] | None]:
+    """The run without each lever in turn; None where the policy (or, for the job's
+    levers, the job) does not use it."""
     spec = contender.spec
     assert spec is not None
-    without: dict[str, Contender | None] = {}
+    without: dict[str, tuple[Settings, Contender] | None] = {}
     for lever, take_away in LEVERS.items():
         if take_away is None:
-            without[lever] = Contender(contender.name, spec, detection=False)
+            without[lever] = (settings, Contender(contender.name, spec, detection=False))
             continue
         reduced = take_away(spec)
         if reduced == spec:
             without[lever] = None
         else:
-            without[lever] = Contender(contender.name, reduced, detection=contender.detection)
+            other = Contender(contender.name, reduced, detection=contender.detection)
+            without[lever] = (settings, other)
+    for lever, job_takes_away in JOB_LEVERS.items():
+        plain = job_takes_away(settings)
+        without[lever] = None if plain == settings else (plain, contender)
     return without

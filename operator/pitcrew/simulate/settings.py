@@ -51,6 +51,10 @@ class Settings:
     restart_cost: float = 10 * MINUTE
     """From the moment every pod of the job runs to training resumed: process start,
     NCCL initialisation, checkpoint load."""
+    progress_lost_on_fault: bool = False
+    """The job's pods declare ``pitcrew.dev/progress-lost-on-fault: "true"``: on a node
+    with a fatal fault Pitcrew deletes them at once (the job's replacement is placed
+    then) instead of evicting them (gone after the pods' termination)."""
     spares: int | None = None
     """Hot spares (``spares.count``) of every Pitcrew policy; default: each policy's own."""
     seed: int = 1

@@ -188,6 +188,7 @@ class World:
                     terminating=node.job_leaving,
                     checkpoint_at=at(self.job.checkpoint_at),
                     job=JOB_NAME,
+                    progress_lost=self.settings.progress_lost_on_fault,
                 )
             )
         if node.other:
@@ -436,6 +437,9 @@ class World:
             if force:
                 self._free_rank(node)
             self.job.crash()
+            if force and self.job.down and not self.job.relaunching:
+                self.fill(self.job)  # gone at once: its replacement is placed now
+                self.job.try_start()
         if node.other:
             node.other = False
             node.leaving += 1

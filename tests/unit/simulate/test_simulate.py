@@ -125,7 +125,8 @@ def test_runs_in_parallel_processes_give_what_one_process_gives() -> None:
     assert parallel.json() == alone.json()
     assert measured(parallel) == measured(alone)
     assert parallel.attribution == alone.attribution
-    assert len(alone.attribution[DEFAULTS]) == 4
+    assert len(alone.attribution[DEFAULTS]) == 5
+    assert alone.attribution[DEFAULTS]["fastEviction"] == 0.0  # the job declares nothing
     assert parallel.spares_curve == alone.spares_curve
     assert parallel.warning_curve == alone.warning_curve
     assert parallel.world_sweeps == alone.world_sweeps
@@ -340,3 +341,11 @@ def test_the_report_has_its_page_and_plots(tmp_path: Path) -> None:
     for plot in ("goodput.png", "badput.png", "spares.png", "warning.png"):
         assert (tmp_path / plot).read_bytes()[:4] == b"\x89PNG"
         assert f"]({plot})" in page
+
+
+def test_fast_eviction_is_the_jobs_lever_measured_against_the_job_that_declares_nothing() -> None:
+    declaring = SMALL.with_(progress_lost_on_fault=True)
+    comparison = compare(declaring, [_with_spares(1)])
+    plain = run(SMALL, _with_spares(1)).job_goodput
+    added = comparison.outcomes[DEFAULTS].job_goodput - plain
+    assert comparison.attribution[DEFAULTS]["fastEviction"] == pytest.approx(added)
