@@ -304,6 +304,7 @@ def test_the_json_contract() -> None:
         "checkpointAwareDrain",
         "burnIn",
         "detection",
+        "fastEviction",
     }
 
 
