@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import kopf
+from kopf._core.engines.peering import Identity  # kopf.run's type for it, not re-exported
 from kubernetes import client
 from prometheus_client import start_http_server
 
@@ -299,11 +300,12 @@ def run(settings: OperatorSettings) -> None:
     if settings.metrics.port:
         start_http_server(settings.metrics.port)
     may_act = always
+    identity = settings.leader.identity or socket.gethostname()
     if settings.leader.election:
         may_act = wait_for_leadership(
             name=settings.leader.lease_name,
             namespace=settings.namespace,
-            identity=settings.leader.identity or socket.gethostname(),
+            identity=identity,
             lease_seconds=int(settings.leader.lease_duration.total_seconds()),
         ).valid
     metrics.LEADER.set(1)
@@ -311,4 +313,6 @@ def run(settings: OperatorSettings) -> None:
     leading.append(shell.rounds)
     registry = kopf.OperatorRegistry()
     register(registry, shell)
-    kopf.run(registry=registry, clusterwide=True, standalone=True)
+    # kopf names itself user@host unless told, and getpass finds no user for the image's
+    # uid 65532 under a kubelet (no /etc/passwd entry, no $USER): the operator exited.
+    kopf.run(registry=registry, clusterwide=True, standalone=True, identity=Identity(identity))
