@@ -494,7 +494,8 @@ def teardown(
         _stop_shims(node)
         _unmount(node.dir, *namespaces)
         for path in namespaces:
-            Path(path).unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                Path(path).unlink(missing_ok=True)
         _remove_cgroups(node)
         _quiet(["ip", "link", "del", node.bridge])
         _quiet(["ip", "addr", "del", f"{node.ip}/32", "dev", "lo"])
@@ -522,7 +523,8 @@ def _remove_containers(node: RealNode) -> list[str]:
         info = json.loads(_quiet([*ctr, "containers", "info", container]) or "{}")
         for namespace in (info.get("Spec") or {}).get("linux", {}).get("namespaces", []):
             if namespace.get("type") == "network" and namespace.get("path"):
-                namespaces.append(namespace["path"])
+                # /var/run/netns/...: mountinfo names it by its real path, /run/netns/...
+                namespaces.append(os.path.realpath(namespace["path"]))
         _quiet([*ctr, "tasks", "kill", "--signal", "SIGKILL", container])
         _quiet([*ctr, "tasks", "delete", "--force", container], timeout=REMOVE_TIMEOUT)
         _quiet([*ctr, "containers", "delete", container])
