@@ -50,6 +50,13 @@ def test_standby_finishes_the_drain_after_the_leader_dies(
     eventually(
         lambda: not fleet.pod_exists(workload_namespace, "free-0"), what="the unguarded pod evicted"
     )
+    # Events are posted in batches a moment after the action (kube/events.py): the
+    # leader is killed once its eviction is said, so that the Events show whether the
+    # standby evicts the same pod again.
+    eventually(
+        lambda: any("free-0" in e.message for e in fleet.events(node) if e.reason == "Evicted"),
+        what="the eviction's Event",
+    )
     leader = holder(api_client)
     other = "operator-b" if leader == "operator-a" else "operator-a"
     pitcrew.kill(leader)  # SIGKILL mid-drain: no goodbye, no lease release
