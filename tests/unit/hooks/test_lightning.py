@@ -72,9 +72,13 @@ def test_rank_0_reports_steps_checkpoints_flops_and_its_node(
     assert last.flops_per_step == pytest.approx(4 * BATCH * IN * OUT)
     timed = [r for r in reports if r.step_seconds is not None]
     assert timed, "no report carried the ranks' step times"
-    # The first gathering is the warm-up; the rank is named in each one after.
-    assert timed[1:]
-    assert all(r.slowest[0].node == "gpu-node-7" for r in timed[1:])
+    # The first gathering is the warm-up; the rank is named in each one after. The
+    # writer sends the latest gathering with its next write, so a loaded machine may
+    # fold the later gatherings into one report: at least one names the rank.
+    named = [r for r in timed if r.slowest]
+    assert named, "no gathering after the warm-up named the rank"
+    assert all(r.slowest[0].node == "gpu-node-7" for r in named)
+    assert named[-1] is timed[-1]
     assert all(r.step_seconds and r.step_seconds > 0 for r in timed)
 
 
