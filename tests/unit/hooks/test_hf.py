@@ -70,8 +70,11 @@ def test_rank_0_reports_steps_checkpoints_and_the_trainers_flops(
     assert last.flops_per_step == pytest.approx(expected)
     timed = [r for r in reports if r.step_seconds is not None]
     assert timed, "no report carried the ranks' step times"
-    # The first gathering is the warm-up; the rank is named in each one after.
-    assert {r.slowest[0].node for r in timed[1:]} == {"gpu-node-7"}
+    # The first gathering is the warm-up; the rank is named in each one after (a loaded
+    # machine may fold those into one report, the latest gathering's).
+    named = [r for r in timed if r.slowest]
+    assert {r.slowest[0].node for r in named} == {"gpu-node-7"}
+    assert named[-1] is timed[-1]
 
 
 def test_a_resumed_run_reports_the_checkpoint_it_went_back_to(
