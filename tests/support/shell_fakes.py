@@ -93,6 +93,8 @@ class FakeCluster:
         self.policy_statuses: dict[str, list[Object]] = {}
         self.objects: dict[str, dict[str, Object]] = {}
         """What the apiserver holds, by kind and name: what a list returns."""
+        self.node_images: dict[str, list[str]] = {}
+        """Image names each Node's kubelet reports (``status.images``), by node."""
 
     def list_objects(self, kind: str) -> list[Object]:
         self.calls.append(("list_objects", kind))
@@ -160,11 +162,35 @@ class FakeCluster:
         written = copy.deepcopy(self.store.gpunode(node) or gpunode(node, None))
         # Server-side apply: a field the operator owned and left out is removed; the
         # agent's and the probe's fields stay.
-        others = {"checks", "gpus", "gpuCount", "healthyGpus", "lastHeartbeat", "probe"}
+        others = {"checks", "gpus", "gpuCount", "healthyGpus", "lastHeartbeat", "probe", "images"}
         kept = {k: v for k, v in (written.get("status") or {}).items() if k in others}
         written["status"] = {**kept, **status}
         written["metadata"]["resourceVersion"] = version()
         return written
+
+    def apply_gpunode_images(self, *, node: str, images: list[str]) -> Object:
+        self.calls.append(("apply_gpunode_images", (node, list(images))))
+        written = copy.deepcopy(self.store.gpunode(node) or gpunode(node, None))
+        written["status"] = {**(written.get("status") or {}), "images": list(images)}
+        written["metadata"]["resourceVersion"] = version()
+        return written
+
+    def read_node(self, name: str) -> Object | None:
+        """The Node with the images its kubelet reports (:attr:`node_images`)."""
+        node = copy.deepcopy(self.store.nodes.get(name))
+        if node is not None:
+            node.setdefault("status", {})["images"] = [
+                {"names": [i], "sizeBytes": 1} for i in self.node_images.get(name, [])
+            ]
+        return node
+
+    def create_pod(self, pod: Object) -> bool:
+        self.calls.append(("create_pod", pod))
+        return True
+
+    def delete_pod(self, *, namespace: str, name: str) -> bool:
+        self.calls.append(("delete_pod", f"{namespace}/{name}"))
+        return True
 
     def publish_checks(self, *, node: str, checks: Object) -> Object:
         self.calls.append(("publish_checks", node))

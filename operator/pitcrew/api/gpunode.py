@@ -6,7 +6,8 @@ elected operator resumes mid-drain from the object alone. Two writers share
 the status by server-side apply, each owning its own fields: the node agent
 (field manager ``pitcrew-agent``) owns ``checks``, ``gpus``, ``gpuCount``,
 ``healthyGpus`` and ``lastHeartbeat``; probe pods (``pitcrew-probe``) own
-``probe``; the operator (``pitcrew-operator``) owns everything else.
+``probe``; the operator's pre-pull loop (``pitcrew-pre-pull``) owns ``images``; the
+operator's rounds (``pitcrew-operator``) own everything else.
 
 The spec carries what the agent must run (``spec.checks``): the operator
 resolves the node's policy into it, the agent watches its own GPUNode and
@@ -277,6 +278,13 @@ class GPUNodeStatus(ApiModel):
     drain: DrainStatus | None = None
     slurm: SlurmNodeStatus | None = None
     reservation: ReservationStatus | None = None
+    images: list[str] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Of a spare: the images of its pool's largest running training job "
+        "that its kubelet reports it holds (Node status.images), pulled ahead of need "
+        "(spares.prePullImages).",
+    )
     remediations: list[Timestamp] = Field(
         default_factory=list,
         max_length=100,

@@ -492,6 +492,14 @@ class SparesSpec(ApiModel):
         "of a discovered training job, that asks for GPUs and fits the spare) when no "
         "displaced job needs them: reserved for its job as for a job that lost a node.",
     )
+    pre_pull_images: bool = Field(
+        default=True,
+        description="Pull onto each idle spare the container images of the largest running "
+        "training job of its pool, so the job's replacement pod that lands there starts "
+        "without pulling them (a training image is tens of GB): one short, lowest-priority pod "
+        "per spare in the job's namespace with the job's pull secrets, deleted once it ends. "
+        "GPUNode status.images lists the job's images the node's kubelet reports it holds.",
+    )
 
 
 class GoodputSpec(ApiModel):

@@ -93,6 +93,9 @@ RUN_LABEL: Final = f"{PREFIX}/run"
 PAIR_LABEL: Final = f"{PREFIX}/pair"
 RANK_LABEL: Final = f"{PREFIX}/rank"
 PAIR_ANNOTATION: Final = f"{PREFIX}/pair-name"
+PRE_PULL_LABEL: Final = f"{PREFIX}/pre-pull"
+"""On a pre-pull pod (:mod:`pitcrew.kube.prepull`): its key, from the spare and the image
+set (:attr:`pitcrew.core.prepull.PrePull.key`)."""
 
 # -- simulation only ----------------------------------------------------------------------------
 SIMULATED_LABEL: Final = f"{PREFIX}/simulated"
@@ -118,6 +121,9 @@ DEFAULT_NAMESPACE: Final = "pitcrew-system"
 OPERATOR_MANAGER: Final = "pitcrew-operator"
 AGENT_MANAGER: Final = "pitcrew-agent"
 PROBE_MANAGER: Final = "pitcrew-probe"
+PRE_PULL_MANAGER: Final = "pitcrew-pre-pull"
+"""Owns ``GPUNode.status.images``, which the operator's pre-pull loop writes beside its
+rounds (:mod:`pitcrew.controller.prepull`)."""
 OPERATOR_COMPONENT: Final = OPERATOR_MANAGER
 
 

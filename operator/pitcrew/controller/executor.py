@@ -631,7 +631,7 @@ class Executor:
         many drains run (:func:`progress_every`): fifty drains woken by every budget
         change would otherwise write once per eviction. Until then :meth:`known`
         hands it to the next decision, which writes it."""
-        owned = gpunodes.AGENT_FIELDS | gpunodes.PROBE_FIELDS
+        owned = gpunodes.AGENT_FIELDS | gpunodes.PROBE_FIELDS | gpunodes.PRE_PULL_FIELDS
         fields = gpunodes.status_fields(status, exclude=owned)
         current = self.store.status(node)
         if gpunodes.status_fields(current, exclude=owned) == fields:

@@ -42,6 +42,8 @@ from pitcrew.controller.lanes import Lanes
 from pitcrew.controller.leader import wait_for_leadership
 from pitcrew.controller.maintenance import NodeMaintenances, discovery, lister
 from pitcrew.controller.policy_status import PolicyStatusWriter
+from pitcrew.controller.prepull import INTERVAL as PRE_PULL_INTERVAL
+from pitcrew.controller.prepull import PrePuller
 from pitcrew.controller.rounds import RoundLoop
 from pitcrew.controller.runs import Runs
 from pitcrew.controller.settings import OperatorSettings, job_pods
@@ -162,7 +164,10 @@ def build(
         slurm=slurm,
     )
     holder.append(rounds)
-    return Shell(rounds=rounds, accountant=accountant, settings=settings, api=api)
+    pre_puller = PrePuller(store=store, cluster=cluster, events=events, leading=leading)
+    return Shell(
+        rounds=rounds, accountant=accountant, pre_puller=pre_puller, settings=settings, api=api
+    )
 
 
 def slurm_watch(
@@ -186,6 +191,7 @@ def slurm_watch(
 class Shell:
     rounds: RoundLoop
     accountant: Accountant
+    pre_puller: PrePuller
     settings: OperatorSettings
     api: client.ApiClient
 
@@ -198,6 +204,18 @@ class Shell:
             except Exception:
                 metrics.RECONCILE_ERRORS.inc()
                 logger.exception("accounting failed; retried on the next tick")
+
+    async def pre_pull(self) -> None:
+        """Pull the pool's training images onto its idle spares (:mod:`.prepull`): the
+        cache read here, on the loop that feeds it; the API calls on a thread."""
+        while True:
+            await asyncio.sleep(PRE_PULL_INTERVAL)
+            try:
+                snapshot = self.pre_puller.snapshot()
+                await asyncio.to_thread(self.pre_puller.act, snapshot)
+            except Exception:
+                metrics.RECONCILE_ERRORS.inc()
+                logger.exception("pre-pull pass failed; retried on the next pass")
 
 
 def utc_now() -> datetime.datetime:
@@ -262,7 +280,13 @@ def register(registry: kopf.OperatorRegistry, shell: Shell) -> None:
         settings.networking.request_timeout = 60
         loop = asyncio.get_running_loop()
         hot_watches(shell, loop)
-        tasks.extend([loop.create_task(shell.rounds.run()), loop.create_task(shell.account())])
+        tasks.extend(
+            [
+                loop.create_task(shell.rounds.run()),
+                loop.create_task(shell.account()),
+                loop.create_task(shell.pre_pull()),
+            ]
+        )
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> Any:

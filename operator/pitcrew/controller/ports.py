@@ -86,3 +86,24 @@ class Cluster(Protocol):
 
 class EventSink(Protocol):
     def emit(self, ref: Ref, *, reason: str, message: str, warning: bool = False) -> None: ...
+
+
+class PullCluster(Protocol):
+    """What the pre-pull loop (:mod:`pitcrew.controller.prepull`) needs of the cluster."""
+
+    def read_node(self, name: str) -> Object | None:
+        """The whole Node (with ``status.images``, which the watch cache drops); None
+        when it is gone."""
+        ...
+
+    def create_pod(self, pod: Object) -> bool:
+        """Create a pod; False when it exists already."""
+        ...
+
+    def delete_pod(self, *, namespace: str, name: str) -> bool:
+        """Delete a pod; False when it is gone already."""
+        ...
+
+    def apply_gpunode_images(self, *, node: str, images: list[str]) -> Object:
+        """Server-side apply ``status.images`` of a GPUNode (its own field manager)."""
+        ...

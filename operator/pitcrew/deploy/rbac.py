@@ -11,6 +11,9 @@ operator
     pods patch: add the toleration of a spare reserved for a job to that job's
     pending pods (tolerations only); pods delete: only for ``onTimeout: force``;
     pods/eviction create: drain.
+    pods create and delete: the pre-pull pods that pull a training job's images onto
+    a spare (in the job's namespace, as its ServiceAccount: no more than creating a
+    Job there, which the operator may already).
     jobs: probe and reset-gpu Jobs. events: record every action.
     pitcrew.dev resources and their status: the API it owns.
     cluster.x-k8s.io machines list/patch: the cluster-api rung (the Machine whose
@@ -63,7 +66,7 @@ READ = ["get", "list", "watch"]
 
 OPERATOR_CLUSTER_RULES: list[Rule] = [
     _rule([""], ["nodes"], [*READ, "patch"]),
-    _rule([""], ["pods"], [*READ, "patch", "delete"]),
+    _rule([""], ["pods"], [*READ, "create", "patch", "delete"]),
     _rule([""], ["pods/eviction"], ["create"]),
     _rule(["policy"], ["poddisruptionbudgets"], READ),
     _rule([""], ["events"], ["create", "patch"]),

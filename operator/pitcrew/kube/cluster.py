@@ -16,11 +16,11 @@ from kubernetes import client
 
 from pitcrew.api.meta import API_VERSION, GROUP, VERSION
 from pitcrew.api.policy import GPUHealthPolicy
-from pitcrew.api.vocabulary import OPERATOR_MANAGER
+from pitcrew.api.vocabulary import OPERATOR_MANAGER, PRE_PULL_MANAGER
 from pitcrew.core.node_edits import NodeAction
 from pitcrew.core.port_types import Backoff, EvictionResult
 from pitcrew.core.views import PodView
-from pitcrew.kube import evictions, gpunodes, jobs, nodes, tolerations
+from pitcrew.kube import evictions, gpunodes, jobs, nodes, prepull, tolerations
 from pitcrew.kube.client import list_all, retrying
 
 Object = dict[str, Any]
@@ -78,6 +78,20 @@ class KubeCluster:
 
     def apply_gpunode_status(self, *, node: str, status: Object) -> Object:
         return gpunodes.apply_status(self.api, node=node, status=status, manager=OPERATOR_MANAGER)
+
+    def apply_gpunode_images(self, *, node: str, images: list[str]) -> Object:
+        return gpunodes.apply_status(
+            self.api, node=node, status={"images": images}, manager=PRE_PULL_MANAGER
+        )
+
+    def read_node(self, name: str) -> Object | None:
+        return nodes.read(self.api, name)
+
+    def create_pod(self, pod: Object) -> bool:
+        return prepull.create(self.api, pod)
+
+    def delete_pod(self, *, namespace: str, name: str) -> bool:
+        return prepull.delete(self.api, namespace=namespace, name=name)
 
     def publish_checks(self, *, node: str, checks: Object) -> Object:
         return gpunodes.apply_checks(self.api, node=node, checks=checks, manager=OPERATOR_MANAGER)

@@ -26,6 +26,7 @@ logger = logging.getLogger(__name__)
 APPLY = "application/apply-patch+yaml"
 AGENT_FIELDS = {"checks", "gpus", "gpu_count", "healthy_gpus", "last_heartbeat"}
 PROBE_FIELDS = {"probe"}
+PRE_PULL_FIELDS = {"images"}
 
 
 def ensure(api: client.ApiClient, *, node: str, node_uid: str) -> dict[str, Any] | None:

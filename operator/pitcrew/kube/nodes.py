@@ -62,6 +62,16 @@ def read_raw(core: client.CoreV1Api, name: str) -> dict[str, Any]:
     return node
 
 
+def read(api: client.ApiClient, name: str) -> dict[str, Any] | None:
+    """The Node as JSON; None when it is gone."""
+    try:
+        return read_raw(client.CoreV1Api(api), name)
+    except client.ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+
+
 def apply_action(
     api: client.ApiClient, name: str, action: NodeAction, *, known: dict[str, Any] | None = None
 ) -> dict[str, Any] | None:
