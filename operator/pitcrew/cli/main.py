@@ -549,7 +549,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if os.environ.get("PITCREW_DEBUG"):
         logging.getLogger("pitcrew").setLevel(logging.DEBUG)
-    for noisy in ("kopf.objects", "kubernetes.leaderelection", "leaderelection", "urllib3"):
+    for noisy in ("kopf.objects", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     command = " ".join(["pitcrew", args.command, *([args.action] if "action" in args else [])])
     try:

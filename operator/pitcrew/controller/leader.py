@@ -1,141 +1,250 @@
-"""Lease-based leader election (coordination.k8s.io/v1), from the kubernetes client.
+"""Lease-based leader election (coordination.k8s.io/v1), Pitcrew's own.
 
-Uses ``kubernetes.leaderelection`` with its LeaseLock: the candidate blocks
-until it holds the Lease, then starts the operator; a renewal thread keeps
-the Lease. If renewal fails (partitioned from the apiserver, or another
-candidate took over), the process exits at once: a leader that cannot prove
-it leads must stop acting, and the restart makes it a standby. A standby
-takes over after ``lease_seconds`` without renewal; the new leader needs no
-hand-over because every decision's progress is in GPUNode status.
+One thread (:class:`Elector`) campaigns for the operator's Leases, every
+:attr:`~pitcrew.core.lease.Timing.retry` seconds, on the raw request path
+(:mod:`pitcrew.kube.leases`). It replaced the kubernetes client's
+``leaderelection``, which lost the Lease of a busy operator (its renewal thread
+and generated client starved behind the rounds of 1,500 nodes) and which ended
+its thread silently on any error but an ``ApiException`` (a connection refused
+while the apiserver restarted), leaving the old leader acting.
 
-Two ways the client's election can fail silently are closed here. Its lock
-catches only ``ApiException``: a connection error while the apiserver
-restarts would end the election thread without calling ``onstopped_leading``,
-and the old leader would go on acting while a standby takes over. Every Lease
-call therefore has a request timeout and turns a transport error into an
-``ApiException`` (status 0), which the election retries until its renew
-deadline, and the process exits whenever the election thread ends, for
-whatever reason.
+The rules are :mod:`pitcrew.core.lease`'s: a Lease is taken once it stood
+unchanged for its duration on this process's own clock; its holder acts only
+within its :class:`~pitcrew.core.lease.Tenure`, the renew deadline after the
+last renewal it *sent* that succeeded. A holder renews by writing over the Lease
+it last wrote, without reading it first (one request per renewal); a 409 says the
+Lease changed under it, and the read that follows says whether it is still the
+holder. A transient error is retried on the next turn, a retry period later,
+until the tenure runs out: then, or when a read shows another holder, the Lease
+is lost (``lost``), at once.
+
+:func:`wait_for_leadership` keeps the operator's rule for its one Lease: the
+process blocks until it holds it, and exits when it loses it or when the
+election's thread ends for whatever reason; the restart makes it a candidate.
 """
 
 from __future__ import annotations
 
-import functools
+import datetime
 import logging
-import math
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-from kubernetes.leaderelection import electionconfig, leaderelection
-from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
+from kubernetes import client
+
+from pitcrew.core.lease import Seen, Step, Tenure, Timing, seen, step
+from pitcrew.kube import leases
+from pitcrew.kube.client import is_transient
 
 logger = logging.getLogger(__name__)
 EXIT_LOST_LEASE = 3
 EXIT_ELECTION_ENDED = 4
+Clock = Callable[[], float]
+Wall = Callable[[], datetime.datetime]
 
 
-class Tenure:
-    """How long this process may still act as the leader, on its own clock.
+def wall_now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
 
-    The election library gives up the Lease only after its renew deadline has passed
-    *and* its last try returned, which on a slow or throttled apiserver can be later
-    than the moment a standby may take the Lease (``lease_seconds`` after it saw the
-    last renewal). So the leader keeps its own account: it may act until
-    ``window`` (the renew deadline) after it *sent* the last renewal that succeeded.
-    A standby cannot take over before ``lease_seconds`` after that renewal landed,
-    so the two never act at once, with the difference as margin for writes in
-    flight."""
 
-    def __init__(self, window: float, *, clock: Callable[[], float] = time.monotonic) -> None:
-        self.window = window
+def ignore(_: str) -> None:
+    """A Lease won or lost that the caller need not hear of."""
+
+
+class Elector:
+    """Campaigns for Leases in ``namespace`` as ``identity``, from the thread that
+    calls :meth:`run`; :meth:`leads` says, from any thread, whether this process may
+    act for a Lease now. ``won`` and ``lost`` are called on the election's thread
+    when a Lease is taken and when it is lost."""
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        *,
+        namespace: str,
+        identity: str,
+        timing: Timing,
+        won: Callable[[str], None] = ignore,
+        lost: Callable[[str], None] = ignore,
+        clock: Clock = time.monotonic,
+        wall: Wall = wall_now,
+    ) -> None:
+        self.api = api
+        self.namespace = namespace
+        self.identity = identity
+        self.timing = timing
+        self.won = won
+        self.lost = lost
         self.clock = clock
-        self.until = -math.inf
+        self.wall = wall
+        self._wanted: tuple[str, ...] = ()
+        self._tenures: dict[str, Tenure] = {}
+        self._held: dict[str, dict[str, Any]] = {}
+        """Each Lease held, as the apiserver answered the last write of it."""
+        self._seen: dict[str, Seen] = {}
+        self._stop = threading.Event()
+        self._turning = threading.Lock()
 
-    def renewed(self, sent_at: float) -> None:
-        self.until = max(self.until, sent_at + self.window)
+    def campaign(self, names: Iterable[str]) -> None:
+        """Campaign for ``names`` from the next turn on (safe from any thread)."""
+        self._wanted = tuple(sorted(set(names)))
 
-    def valid(self) -> bool:
-        return self.clock() < self.until
+    def leads(self, name: str) -> bool:
+        """Whether this process may act for Lease ``name`` now: within its tenure."""
+        tenure = self._tenures.get(name)
+        return tenure is not None and tenure.valid(self.clock())
 
+    def run(self) -> None:
+        """A turn every retry period until :meth:`release`."""
+        while not self._stop.is_set():
+            started = self.clock()
+            with self._turning:
+                if not self._stop.is_set():
+                    self.turn()
+            self._stop.wait(max(0.0, started + self.timing.retry - self.clock()))
 
-RENEWALS = frozenset({"create_namespaced_lease", "replace_namespaced_lease"})
+    def stopped(self) -> bool:
+        return self._stop.is_set()
 
-
-class TimedCalls:
-    """The Lease API with a timeout on every call and transport errors as ApiException;
-    each renewal that succeeds extends ``tenure`` from when it was sent."""
-
-    def __init__(self, api: Any, *, timeout: float, tenure: Tenure | None = None) -> None:
-        self._api = api
-        self._timeout = timeout
-        self._tenure = tenure
-
-    def __getattr__(self, name: str) -> Callable[..., Any]:
-        method = getattr(self._api, name)
-
-        @functools.wraps(method)
-        def call(*args: Any, **kwargs: Any) -> Any:
-            kwargs.setdefault("_request_timeout", self._timeout)
-            sent = time.monotonic()
+    def turn(self) -> None:
+        """One try at each Lease campaigned for."""
+        for name in self._wanted:
             try:
-                answer = method(*args, **kwargs)
-            except ApiException:
-                raise
-            except Exception as error:  # urllib3 and socket errors: the apiserver is away
-                raise ApiException(status=0, reason=f"{type(error).__name__}: {error}") from error
-            if self._tenure is not None and name in RENEWALS:
-                self._tenure.renewed(sent)
-            return answer
+                self._try(name)
+            except Exception as error:
+                if is_transient(error):
+                    logger.warning("Lease %s/%s: %s; retried", self.namespace, name, error)
+                else:
+                    logger.exception("Lease %s/%s failed; retried", self.namespace, name)
+            if name in self._held and not self.leads(name):
+                self._lose(name, f"not renewed within {self.timing.renew_deadline:.0f}s")
 
-        return call
+    def release(self) -> None:
+        """Stop campaigning and give back every Lease held, having stopped acting for
+        it: a candidate takes it at once instead of waiting out its duration (a
+        rollout, a clean stop)."""
+        self._stop.set()
+        with self._turning:
+            self._give_back()
+
+    def _give_back(self) -> None:
+        for name, lease in list(self._held.items()):
+            self._tenures[name].end()
+            del self._held[name]
+            try:
+                leases.replace(
+                    self.api,
+                    leases.given_back(lease, now=self.wall()),
+                    timeout=self.timing.retry,
+                )
+                logger.info("%s gave back the Lease %s/%s", self.identity, self.namespace, name)
+            except Exception as error:  # it runs out on its own
+                logger.warning("giving back the Lease %s/%s: %s", self.namespace, name, error)
+
+    def _try(self, name: str) -> None:
+        mine = self._held.get(name)
+        if mine is not None:
+            try:
+                self._write(name, leases.replace, mine)
+                return
+            except client.ApiException as error:
+                if error.status not in (404, 409):
+                    raise
+                del self._held[name]  # changed under it: read who holds it now
+        now = self.clock()
+        lease = leases.read(self.api, self.namespace, name, timeout=self.timing.retry)
+        if lease is None:
+            self._seen.pop(name, None)
+        else:
+            self._seen[name] = seen(self._seen.get(name), leases.record(lease), now)
+        match step(self._seen.get(name), identity=self.identity, now=now):
+            case Step.CREATE:
+                self._write(name, leases.create, None)
+            case Step.RENEW | Step.TAKE:
+                self._write(name, leases.replace, lease)
+            case Step.WAIT:
+                if mine is not None:
+                    self._lose(name, f"{self._seen[name].record.holder} holds it now")
+
+    def _write(
+        self,
+        name: str,
+        call: Callable[..., dict[str, Any]],
+        before: dict[str, Any] | None,
+    ) -> None:
+        body = leases.held(
+            namespace=self.namespace,
+            name=name,
+            identity=self.identity,
+            seconds=self.timing.lease,
+            now=self.wall(),
+            before=before,
+        )
+        sent = self.clock()
+        answer = call(self.api, body, timeout=self.timing.retry)
+        tenure = self._tenures.setdefault(name, Tenure(self.timing.renew_deadline))
+        fresh = name not in self._held
+        self._held[name] = answer
+        tenure.renewed(sent)
+        if fresh:
+            logger.info("%s holds the Lease %s/%s", self.identity, self.namespace, name)
+            self.won(name)
+
+    def _lose(self, name: str, why: str) -> None:
+        self._held.pop(name, None)
+        self._tenures[name].end()
+        logger.error("%s lost the Lease %s/%s: %s", self.identity, self.namespace, name, why)
+        self.lost(name)
 
 
-def run_until_it_ends(run: Callable[[], Any], *, exit: Callable[[int], Any] = os._exit) -> None:
-    """Run the election; when it returns or raises, the process must not go on."""
+def run_until_it_ends(
+    run: Callable[[], Any],
+    *,
+    stopped: Callable[[], bool] = lambda: False,
+    exit: Callable[[int], Any] = os._exit,
+) -> None:
+    """Run the election; when it returns (unless ``stopped`` on purpose) or raises,
+    the process must not go on."""
     try:
         run()
+        if stopped():
+            return
         logger.error("leader election ended: exiting")
     except BaseException:
         logger.exception("leader election failed: exiting")
     exit(EXIT_ELECTION_ENDED)
 
 
-def wait_for_leadership(*, name: str, namespace: str, identity: str, lease_seconds: int) -> Tenure:
-    """Block until this process holds the Lease; exit the process if it is lost later.
-    Returns the tenure the executor checks before every write.
-
-    The client's default configuration must already point at the cluster."""
+def wait_for_leadership(
+    api: client.ApiClient, *, name: str, namespace: str, identity: str, lease_seconds: int
+) -> Elector:
+    """Block until this process holds Lease ``name``; exit the process when it is lost
+    later. The elector's ``leads(name)`` is what the executor checks before every write."""
     leading = threading.Event()
 
-    def started() -> None:
-        logger.info("%s is the leader (Lease %s/%s)", identity, namespace, name)
-        leading.set()
-
-    def stopped() -> None:
+    def lost(_: str) -> None:
         logger.error("%s lost the Lease %s/%s: exiting", identity, namespace, name)
         os._exit(EXIT_LOST_LEASE)
 
-    renew = max(lease_seconds * 2 // 3, 2)
-    retry = max(renew // 3, 1)
-    tenure = Tenure(renew)
-    lock = LeaseLock(name, namespace, identity)
-    lock.api_instance = TimedCalls(lock.api_instance, timeout=max(retry, 1), tenure=tenure)  # type: ignore[assignment]
-    config = electionconfig.Config(
-        lock,
-        lease_duration=lease_seconds,
-        renew_deadline=renew,
-        retry_period=retry,
-        onstarted_leading=started,
-        onstopped_leading=stopped,
+    elector = Elector(
+        api,
+        namespace=namespace,
+        identity=identity,
+        timing=Timing(lease_seconds),
+        won=lambda _: leading.set(),
+        lost=lost,
     )
-    election = leaderelection.LeaderElection(config)
+    elector.campaign([name])
     threading.Thread(
-        target=run_until_it_ends, args=(election.run,), daemon=True, name="leader-election"
+        target=run_until_it_ends,
+        args=(elector.run,),
+        kwargs={"stopped": elector.stopped},
+        daemon=True,
+        name="pitcrew-leases",
     ).start()
     logger.info("%s waiting for the Lease %s/%s", identity, namespace, name)
     leading.wait()
-    return tenure
+    return elector

@@ -39,7 +39,7 @@ from pitcrew.controller.hangs import HangWatch, Restarter
 from pitcrew.controller.job_sizes import JobSizes, fetcher
 from pitcrew.controller.job_sizes import discovery as job_size_discovery
 from pitcrew.controller.lanes import Lanes
-from pitcrew.controller.leader import wait_for_leadership
+from pitcrew.controller.leader import Elector, wait_for_leadership
 from pitcrew.controller.maintenance import NodeMaintenances, discovery, lister
 from pitcrew.controller.policy_status import PolicyStatusWriter
 from pitcrew.controller.prepull import INTERVAL as PRE_PULL_INTERVAL
@@ -324,14 +324,17 @@ def run(settings: OperatorSettings) -> None:
     if settings.metrics.port:
         start_http_server(settings.metrics.port)
     may_act = always
+    elector: Elector | None = None
     identity = settings.leader.identity or socket.gethostname()
     if settings.leader.election:
-        may_act = wait_for_leadership(
+        elector = wait_for_leadership(
+            api,
             name=settings.leader.lease_name,
             namespace=settings.namespace,
             identity=identity,
             lease_seconds=int(settings.leader.lease_duration.total_seconds()),
-        ).valid
+        )
+        may_act = functools.partial(elector.leads, settings.leader.lease_name)
     metrics.LEADER.set(1)
     shell = build(api, settings, leading=may_act)
     leading.append(shell.rounds)
@@ -340,3 +343,5 @@ def run(settings: OperatorSettings) -> None:
     # kopf names itself user@host unless told, and getpass finds no user for the image's
     # uid 65532 under a kubelet (no /etc/passwd entry, no $USER): the operator exited.
     kopf.run(registry=registry, clusterwide=True, standalone=True, identity=Identity(identity))
+    if elector is not None:
+        elector.release()  # stopped cleanly (SIGTERM): a standby need not wait it out

@@ -184,8 +184,8 @@ def answer_text(error: client.ApiException) -> str:
 
 
 def use_as_default(api: client.ApiClient) -> None:
-    """Make ``api``'s configuration the process default (the leader-election lock
-    creates its own client from the default)."""
+    """Make ``api``'s configuration the process default (kopf's login and any
+    generated client made without one use it)."""
     client.Configuration.set_default(api.configuration)
 
 
@@ -203,8 +203,10 @@ def request(
     body: Any = None,
     content_type: str = "application/json",
     query: dict[str, str] | None = None,
+    timeout: float | None = None,
 ) -> dict[str, Any]:
-    """A raw JSON request on the hot paths (status applies, Events).
+    """A raw JSON request on the hot paths (status applies, Events, the Leases);
+    ``timeout``, in seconds, instead of the client's :data:`REQUEST_TIMEOUT`.
 
     The generated client validates every body and builds models for every
     answer; for the agents' and operator's frequent writes that costs more CPU
@@ -218,7 +220,9 @@ def request(
         body=body,
         auth_settings=["BearerToken"],
     )
-    response = api.call_api(method_, url, header_params=headers, body=serialized)
+    response = api.call_api(
+        method_, url, header_params=headers, body=serialized, _request_timeout=timeout
+    )
     response.read()
     data = response.data or b"{}"
     if not 200 <= response.status < 300:

@@ -1,49 +1,235 @@
-"""Leader election never dies silently: transport errors are retried, an ended
-election ends the process."""
+"""Pitcrew's elector against an in-memory Lease API that guards writes by
+resourceVersion as the apiserver does: one holder at a time, a take-over only after
+the Lease stood still for its duration, a lost Lease stops acting at once, and an
+election that ends ends the process."""
 
 from __future__ import annotations
 
+import copy
+import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes.client.exceptions import ApiException
+from kubernetes import client
 
-from pitcrew.controller.leader import EXIT_ELECTION_ENDED, Tenure, TimedCalls, run_until_it_ends
+from pitcrew.controller import leader
+from pitcrew.controller.leader import EXIT_ELECTION_ENDED, Elector, run_until_it_ends
+from pitcrew.core.lease import Timing
+from pitcrew.kube import leases
 from pitcrew.kube.client import api_client
 
-
-class LeaseApi:
-    def __init__(self, error: Exception | None = None) -> None:
-        self.error = error
-        self.kwargs: dict[str, Any] = {}
-
-    def read_namespaced_lease(self, name: str, namespace: str, **kwargs: Any) -> str:
-        self.kwargs = kwargs
-        if self.error:
-            raise self.error
-        return f"{namespace}/{name}"
+NAMESPACE = "pitcrew-system"
+LEASE = "pitcrew-operator"
+TIMING = Timing(4)  # renew deadline 2 s, retry 1 s
 
 
-def test_every_lease_call_has_a_timeout() -> None:
-    api = LeaseApi()
-    assert TimedCalls(api, timeout=2).read_namespaced_lease("l", "ns") == "ns/l"
-    assert api.kwargs == {"_request_timeout": 2}
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
 
 
-def test_a_connection_error_becomes_an_api_error_the_election_retries() -> None:
-    api = LeaseApi(ConnectionRefusedError("apiserver restarting"))
-    with pytest.raises(ApiException) as raised:
-        TimedCalls(api, timeout=2).read_namespaced_lease("l", "ns")
-    assert raised.value.status == 0
-    assert "ConnectionRefusedError" in str(raised.value.reason)
+class Apiserver:
+    """Leases by name; a write must carry the resourceVersion it read."""
+
+    def __init__(self) -> None:
+        self.leases: dict[str, dict[str, Any]] = {}
+        self.version = 0
+        self.away = False
+        self.writes = 0
+        self.reads = 0
+
+    def _stored(self, lease: dict[str, Any]) -> dict[str, Any]:
+        self.version += 1
+        self.writes += 1
+        stored = copy.deepcopy(lease)
+        stored["metadata"]["resourceVersion"] = str(self.version)
+        self.leases[lease["metadata"]["name"]] = stored
+        return copy.deepcopy(stored)
+
+    def _reach(self) -> None:
+        if self.away:
+            raise ConnectionRefusedError("apiserver restarting")
+
+    def read(self, api: object, namespace: str, name: str, *, timeout: float) -> Any:
+        self._reach()
+        self.reads += 1
+        found = self.leases.get(name)
+        return copy.deepcopy(found) if found else None
+
+    def create(self, api: object, lease: dict[str, Any], *, timeout: float) -> dict[str, Any]:
+        self._reach()
+        if lease["metadata"]["name"] in self.leases:
+            raise client.ApiException(status=409, reason="AlreadyExists")
+        return self._stored(lease)
+
+    def replace(self, api: object, lease: dict[str, Any], *, timeout: float) -> dict[str, Any]:
+        self._reach()
+        current = self.leases[lease["metadata"]["name"]]
+        if lease["metadata"].get("resourceVersion") != current["metadata"]["resourceVersion"]:
+            raise client.ApiException(status=409, reason="Conflict")
+        return self._stored(lease)
+
+    def holder(self, name: str = LEASE) -> str:
+        return str(self.leases[name]["spec"]["holderIdentity"])
 
 
-def test_api_errors_pass_through_unchanged() -> None:
-    api = LeaseApi(ApiException(status=404))
-    with pytest.raises(ApiException) as raised:
-        TimedCalls(api, timeout=2).read_namespaced_lease("l", "ns")
-    assert raised.value.status == 404
+@pytest.fixture
+def apiserver(monkeypatch: pytest.MonkeyPatch) -> Apiserver:
+    server = Apiserver()
+    for call in ("read", "create", "replace"):
+        monkeypatch.setattr(leader.leases, call, getattr(server, call))
+    return server
+
+
+def candidate(identity: str, clock: Clock, events: list[str] | None = None) -> Elector:
+    said = events if events is not None else []
+    elector = Elector(
+        client.ApiClient(),
+        namespace=NAMESPACE,
+        identity=identity,
+        timing=TIMING,
+        won=lambda name: said.append(f"{identity} won {name}"),
+        lost=lambda name: said.append(f"{identity} lost {name}"),
+        clock=clock,
+        wall=lambda: datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC),
+    )
+    elector.campaign([LEASE])
+    return elector
+
+
+def test_the_first_candidate_creates_the_lease_and_the_second_waits(apiserver: Apiserver) -> None:
+    clock = Clock()
+    a, b = candidate("a", clock), candidate("b", clock)
+    a.turn()
+    b.turn()
+    assert apiserver.holder() == "a"
+    assert a.leads(LEASE)
+    assert not b.leads(LEASE)
+
+
+def test_a_holder_renews_with_one_write_and_no_read(apiserver: Apiserver) -> None:
+    clock = Clock()
+    a = candidate("a", clock)
+    a.turn()
+    reads, writes = apiserver.reads, apiserver.writes
+    for _ in range(5):
+        clock.now += TIMING.retry
+        a.turn()
+    assert apiserver.writes == writes + 5
+    assert apiserver.reads == reads
+    assert a.leads(LEASE)
+
+
+def test_a_candidate_takes_over_only_after_the_lease_stood_still_for_its_duration(
+    apiserver: Apiserver,
+) -> None:
+    clock = Clock()
+    events: list[str] = []
+    a, b = candidate("a", clock, events), candidate("b", clock, events)
+    a.turn()
+    b.turn()  # b sees the Lease at 100
+    # a dies: no more renewals.
+    clock.now = 103.0
+    b.turn()
+    assert apiserver.holder() == "a"
+    assert not a.leads(LEASE)  # a's own tenure ran out at 102, before b may take it
+    clock.now = 104.0
+    b.turn()
+    assert apiserver.holder() == "b"
+    assert b.leads(LEASE)
+    assert apiserver.leases[LEASE]["spec"]["leaseTransitions"] == 1
+    assert events == ["a won pitcrew-operator", "b won pitcrew-operator"]
+
+
+def test_a_holder_that_finds_another_holder_stops_acting_at_once(apiserver: Apiserver) -> None:
+    clock = Clock()
+    events: list[str] = []
+    a = candidate("a", clock, events)
+    a.turn()
+    taken = copy.deepcopy(apiserver.leases[LEASE])
+    taken["spec"]["holderIdentity"] = "intruder"
+    apiserver.replace(None, taken, timeout=1)
+    clock.now += 0.5  # well within a's tenure
+    a.turn()  # its renewal answers 409; the read says who holds it
+    assert not a.leads(LEASE)
+    assert events == ["a won pitcrew-operator", "a lost pitcrew-operator"]
+    assert apiserver.holder() == "intruder"
+
+
+def test_transient_errors_are_retried_until_the_renew_deadline(apiserver: Apiserver) -> None:
+    clock = Clock()
+    events: list[str] = []
+    a = candidate("a", clock, events)
+    a.turn()
+    apiserver.away = True
+    clock.now = 101.0
+    a.turn()
+    assert a.leads(LEASE)  # one failed renewal: still within the deadline
+    apiserver.away = False
+    a.turn()
+    assert a.leads(LEASE)
+    apiserver.away = True
+    clock.now = 103.1
+    a.turn()
+    assert not a.leads(LEASE)
+    assert events == ["a won pitcrew-operator", "a lost pitcrew-operator"]
+    apiserver.away = False
+    clock.now = 104.0
+    a.turn()  # no one took it meanwhile: the Lease still names a, which renews it
+    assert a.leads(LEASE)
+
+
+def test_a_lease_given_back_is_taken_at_once(apiserver: Apiserver) -> None:
+    clock = Clock()
+    a, b = candidate("a", clock), candidate("b", clock)
+    a.turn()
+    b.turn()
+    a.release()
+    assert not a.leads(LEASE)
+    assert a.stopped()
+    b.turn()
+    assert apiserver.holder() == "b"
+
+
+def test_two_candidates_never_act_at_once(apiserver: Apiserver) -> None:
+    """Turns of two candidates interleaved at odd instants, one of them cut off from
+    the apiserver now and then: at no instant do both lead."""
+    clock = Clock()
+    events: list[str] = []
+    a, b = candidate("a", clock, events), candidate("b", clock, events)
+    for tick in range(400):
+        clock.now = 100.0 + tick * 0.37
+        turns = [a, b] if tick % 2 else [b, a][: 1 + (tick % 3 == 0)]
+        for elector in turns:
+            # Now one, now the other, is cut off from the apiserver for seconds.
+            apiserver.away = (tick // 25) % 2 == 1 and elector is (a if tick // 50 % 2 else b)
+            elector.turn()
+            assert not (a.leads(LEASE) and b.leads(LEASE)), tick
+        apiserver.away = False
+    assert {"a won pitcrew-operator", "b won pitcrew-operator"} <= set(events)  # hand-overs
+
+
+def test_the_lease_body_keeps_acquire_time_on_renewal_and_counts_a_take_over() -> None:
+    first = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+    later = first + datetime.timedelta(seconds=3)
+    made = leases.held(namespace=NAMESPACE, name=LEASE, identity="a", seconds=4, now=first)
+    made["metadata"]["resourceVersion"] = "7"
+    renewed = leases.held(
+        namespace=NAMESPACE, name=LEASE, identity="a", seconds=4, now=later, before=made
+    )
+    assert renewed["spec"]["acquireTime"] == "2026-01-01T00:00:00.000000Z"
+    assert renewed["spec"]["renewTime"] == "2026-01-01T00:00:03.000000Z"
+    assert renewed["metadata"]["resourceVersion"] == "7"
+    assert renewed["spec"]["leaseTransitions"] == 0
+    taken = leases.held(
+        namespace=NAMESPACE, name=LEASE, identity="b", seconds=4, now=later, before=made
+    )
+    assert taken["spec"]["leaseTransitions"] == 1
+    assert taken["spec"]["acquireTime"] == "2026-01-01T00:00:03.000000Z"
 
 
 @pytest.mark.parametrize("outcome", ["returns", "raises"])
@@ -58,6 +244,12 @@ def test_the_process_exits_whenever_the_election_ends(outcome: str) -> None:
     assert exits == [EXIT_ELECTION_ENDED]
 
 
+def test_an_election_stopped_on_purpose_does_not_end_the_process() -> None:
+    exits: list[int] = []
+    run_until_it_ends(lambda: None, stopped=lambda: True, exit=exits.append)
+    assert exits == []
+
+
 def test_every_request_of_pitcrews_clients_has_a_deadline(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(
@@ -70,49 +262,3 @@ def test_every_request_of_pitcrews_clients_has_a_deadline(tmp_path: Path) -> Non
     timeout = api.rest_client.pool_manager.connection_pool_kw["timeout"]
     assert timeout.connect_timeout == 10.0
     assert timeout.read_timeout == 60.0
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def test_the_tenure_runs_from_when_the_last_good_renewal_was_sent() -> None:
-    """A renewal sent at 100 s that answers at 101.5 s buys acting until 102 s (the
-    renew deadline after it was sent), never 2 s after the answer: a standby may take
-    the Lease 4 s after the renewal landed."""
-    clock = Clock()
-    tenure = Tenure(2.0, clock=clock)
-    assert not tenure.valid()  # no renewal yet
-    tenure.renewed(100.0)
-    clock.now = 101.5
-    assert tenure.valid()
-    clock.now = 102.0
-    assert not tenure.valid()
-    tenure.renewed(99.0)  # an older renewal answering late does not extend it
-    assert not tenure.valid()
-
-
-class RenewingApi(LeaseApi):
-    def replace_namespaced_lease(
-        self, name: str, namespace: str, body: object, **kwargs: Any
-    ) -> str:
-        if self.error:
-            raise self.error
-        return "renewed"
-
-
-def test_only_a_renewal_that_succeeded_extends_the_tenure() -> None:
-    tenure = Tenure(2.0)
-    with pytest.raises(ApiException):
-        TimedCalls(
-            RenewingApi(ConnectionError("refused")), timeout=1, tenure=tenure
-        ).replace_namespaced_lease("l", "ns", {})
-    assert not tenure.valid()
-    TimedCalls(LeaseApi(), timeout=1, tenure=tenure).read_namespaced_lease("l", "ns")
-    assert not tenure.valid()  # a read is no renewal
-    TimedCalls(RenewingApi(), timeout=1, tenure=tenure).replace_namespaced_lease("l", "ns", {})
-    assert tenure.valid()
