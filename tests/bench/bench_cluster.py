@@ -90,20 +90,31 @@ class Bench:
         self.api = self.stack.api
         self.core = client.CoreV1Api(self.api)
         self.checks = {"interval": "30s", "heartbeat": "5m"}
+        self.lease_seconds = 0
 
-    def start(self, *, sim_agents: bool, interval: str = "30s", heartbeat: str = "5m") -> None:
+    def start(
+        self,
+        *,
+        sim_agents: bool,
+        interval: str = "30s",
+        heartbeat: str = "5m",
+        lease_seconds: int = 15,
+    ) -> None:
         """The operator (alone on its core), and the simulated agents if asked for.
 
         One process plays every simulated agent: a pod and a token per node would
         be part of what is measured, so the agents write with admin credentials."""
         self.checks = {"interval": interval, "heartbeat": heartbeat}
+        self.lease_seconds = lease_seconds
         if sim_agents:
             self.stack.start_sim_agents(
                 interval=interval, heartbeat=heartbeat, metrics=False, agent_credentials=False
             )
         # The operator's own defaults (a 15 s Lease, a 15 s resync): the tests' 4 s
-        # Lease is for fast fail-over tests, not for a loaded machine.
-        operator = self.stack.start_operator("operator", resync="15", lease_seconds=15)
+        # Lease is for fast fail-over tests, not for a loaded machine. A longer Lease
+        # (``--lease-seconds``) keeps the leader on a machine so loaded by others that
+        # its renewals are answered later than 15 s allows.
+        operator = self.stack.start_operator("operator", resync="15", lease_seconds=lease_seconds)
         if self.pinned:
             pin(operator.pid, {OPERATOR_CORE})
             for process in self.state.processes if self.state else []:
@@ -332,6 +343,7 @@ def emit(scenario: str, figures: dict[str, Any], *, bench: Bench | None, as_json
     if bench is not None:
         machine["operator_pinned_alone"] = bench.pinned
         machine["heartbeat_load"] = bench.heartbeat_load
+        machine["operator_lease_s"] = bench.lease_seconds
         machine["devcluster_up_s"] = round(bench.cluster_seconds, 1)
         machine["control_plane_rss_mib"] = {
             process.name: memory(process.pid)["rss_mib"]

@@ -89,7 +89,9 @@ def healthy_fleet(args: argparse.Namespace, directory: Path) -> tuple[Bench, Fle
     )
     try:
         bench.policy({SIMULATED_LABEL: "true"})
-        bench.start(sim_agents=args.sim_agents, heartbeat=HEARTBEAT)
+        bench.start(
+            sim_agents=args.sim_agents, heartbeat=HEARTBEAT, lease_seconds=args.lease_seconds
+        )
         reports = None
         if not args.sim_agents:
             reports = FleetReports(bench.api, node_names(args.nodes), heartbeat=300.0)
@@ -142,9 +144,10 @@ def burst(
                 node, {"metadata": {"annotations": {FAULTS_ANNOTATION: FATAL_XID}}}
             )
 
-    with ThreadPoolExecutor(max_workers=32) as pool:
-        list(pool.map(inject, targets))
-    watch.wait(targets, timeout=600)
+    with profiled(bench, args, "burst") as profile:
+        with ThreadPoolExecutor(max_workers=32) as pool:
+            list(pool.map(inject, targets))
+        watch.wait(targets, timeout=600)
     spent = usage.since()
     cordoned = watch.cordoned
     latencies = [cordoned[n] - injected[n] for n in targets if n in cordoned]
@@ -166,6 +169,8 @@ def burst(
         figures["report_answered_to_cordon_s"] = quantiles(
             [cordoned[n] - reports.answered[n] for n in targets if n in cordoned]
         )
+    if profile:
+        figures["profile_top"] = hottest(profile)
     if floor is not None:
         figures["floor"] = floor
         figures["ratio_to_floor"] = ratios(
@@ -278,7 +283,7 @@ def idle(args: argparse.Namespace, directory: Path) -> None:
 def quiet(bench: Bench, args: argparse.Namespace) -> None:
     usage = Usage(bench).begin()
     writes_before = apiserver_status_writes(bench.api)
-    with profiled(bench, args) as profile:
+    with profiled(bench, args, "idle") as profile:
         time.sleep(args.seconds)
     spent = usage.since()
     writes = (apiserver_status_writes(bench.api) - writes_before) / args.seconds
@@ -320,13 +325,14 @@ def scale(args: argparse.Namespace, directory: Path) -> None:
 
 
 @contextlib.contextmanager
-def profiled(bench: Bench, args: argparse.Namespace) -> Any:
+def profiled(bench: Bench, args: argparse.Namespace, phase: str) -> Any:
     """py-spy samples of the operator for the block's duration (``--profile``), as
-    collapsed stacks in a file whose path is yielded; None without ``--profile``."""
+    collapsed stacks in a file named after the scenario and its ``phase``, whose
+    path is yielded; None without ``--profile``."""
     if not args.profile:
         yield None
         return
-    out = Path(args.profile_dir) / f"operator-{args.scenario}-{args.nodes}.txt"
+    out = Path(args.profile_dir) / f"operator-{args.scenario}-{phase}-{args.nodes}.txt"
     out.parent.mkdir(parents=True, exist_ok=True)
     spy = subprocess.Popen(
         [str(Path(sys.executable).parent / "py-spy"), "record", "--pid",
@@ -391,6 +397,13 @@ def main() -> None:
         default=None,
         help="the kubelets beat as a fleet this many times larger would "
         "(default 1; drain and training: 4)",
+    )
+    parser.add_argument(
+        "--lease-seconds",
+        type=int,
+        default=15,
+        help="the operator's Lease (default 15, its production default): longer where "
+        "other work on the machine delays its renewals past it",
     )
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--profile-dir", default="bench-profiles")
