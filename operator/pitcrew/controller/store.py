@@ -197,12 +197,14 @@ class Store:
             return obj
         return {**obj, "status": json.loads(zlib.decompress(packed))}
 
-    def _parse(self, name: str) -> tuple[Any, GPUNodeStatus, str]:
+    def _parse(self, name: str, full: Object | None = None) -> tuple[Any, GPUNodeStatus, str]:
         """The stored status of ``name`` parsed, and why it does not parse (empty if
-        it does), from its packed JSON."""
+        it does): from ``full``, the object just stored with its status, or else from
+        its packed JSON (a heartbeat's status is parsed once, not packed, unpacked and
+        decoded again first)."""
         version = self.gpunodes.get(name, {}).get("metadata", {}).get("resourceVersion")
         try:
-            return version, gpunode_status(self.gpunode(name)), ""
+            return version, gpunode_status(full or self.gpunode(name)), ""
         except UnreadableStatusError as error:
             return version, GPUNodeStatus(), str(error)
 
@@ -225,16 +227,16 @@ class Store:
         if len(self._statuses) > PARSED_KEPT:
             self._statuses.popitem(last=False)
 
-    def _summarized(self, name: str) -> tuple[Any, Summary, str]:
+    def _summarized(self, name: str, full: Object | None = None) -> tuple[Any, Summary, str]:
         obj = self.gpunodes.get(name)
         version = (obj or {}).get("metadata", {}).get("resourceVersion")
         cached = self._summaries.get(name)
         if cached is None or cached[0] != version:
-            _, status, problem = self._parse(name)
+            _, status, problem = self._parse(name, full)
             if problem:
                 # Counted in the fleet with the phase it says it is in, if any, so
                 # the breaker still sees a Draining node whose status went bad.
-                raw = str(((self.gpunode(name) or {}).get("status") or {}).get("phase"))
+                raw = str(((full or self.gpunode(name) or {}).get("status") or {}).get("phase"))
                 phase = Phase(raw) if raw in set(Phase) else Phase.PENDING
                 summary = Summary(phase, False, None, None)
             else:
@@ -349,10 +351,11 @@ class Store:
                 self.fleet_revision += 1
         elif self._newer(table.get(name), obj):
             before = table.get(name)
+            full = obj
             if kind == "gpunode":
                 obj = self._pack(name, obj)
             table[name] = obj
-            self._count_fleet_change(kind, name, before, obj)
+            self._count_fleet_change(kind, name, before, full)
             if kind == "node":
                 self._index_reservation(name, obj)
             if kind == "node" and before is not None and decided_by(before) == decided_by(obj):
@@ -362,14 +365,15 @@ class Store:
     def _count_fleet_change(self, kind: str, name: str, before: Object | None, obj: Object) -> None:
         """Bump :attr:`fleet_revision` when a pool's fleet may have changed: a node came
         or changed its labels (its pool), or a GPUNode's fleet counts changed (its
-        summary is computed here, eagerly: a heartbeat changes no count)."""
+        summary is computed here, eagerly, from ``obj`` with its status: a heartbeat
+        changes no count)."""
         if kind == "node":
             labels = (obj.get("metadata") or {}).get("labels")
             if before is None or (before.get("metadata") or {}).get("labels") != labels:
                 self.fleet_revision += 1
         elif kind == "gpunode":
             previous = self._summaries.get(name)
-            summary = self._summarized(name)[1]
+            summary = self._summarized(name, obj)[1]
             if previous is None or counted_in_fleet(previous[1]) != counted_in_fleet(summary):
                 self.fleet_revision += 1
 

@@ -6,6 +6,9 @@ import copy
 import datetime
 from typing import Any
 
+import pytest
+
+from gpuhealth.report import FaultClass
 from pitcrew.api.gpunode import Phase
 from pitcrew.controller.store import Store
 from pitcrew.core.convert import gpunode_status, node_view
@@ -56,6 +59,17 @@ def test_a_status_is_parsed_once_per_resource_version() -> None:
     first = store.status("n0")
     assert store.status("n0") is first
     assert store.summary("n0").phase is Phase.HEALTHY
+
+
+def test_a_stored_status_is_parsed_from_the_event_not_unpacked_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    store = Store()
+    store.put("gpunode", gpunode("n0", healthy_status()))
+    monkeypatch.setattr(store, "gpunode", lambda name: pytest.fail("unpacked on the put"))
+    store.put("gpunode", gpunode("n0", healthy_status(fault=FaultClass.FATAL)))
+    assert store.summary("n0").phase is Phase.HEALTHY
+    assert [r.name for r in store.status("n0").checks.results] == ["gpu-count", "xid"]
 
 
 def test_the_store_keeps_of_a_node_only_what_decisions_read() -> None:
