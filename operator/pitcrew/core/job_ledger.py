@@ -45,7 +45,9 @@ import datetime
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from operator import itemgetter
+from itertools import groupby
+from operator import attrgetter, itemgetter
+from typing import NamedTuple
 
 PRODUCTIVE, WASTED, RECOVERY, WAITING = "productive", "wasted", "recovery", "waiting"
 CATEGORIES = (PRODUCTIVE, WASTED, RECOVERY, WAITING)
@@ -57,6 +59,9 @@ SECOND_END = SLACK / 2
 ordering it against reports it goes at that second's end. A report in the same second
 that shows progress was written before the loss: a job makes none after losing a
 pod until it has restarted, which takes longer than a second."""
+
+
+_STOPPED_AT = attrgetter("stopped_at")
 
 
 class Cause(StrEnum):
@@ -104,8 +109,11 @@ class Progress:
         return None
 
 
-@dataclass(frozen=True)
-class JobPod:
+class JobPod(NamedTuple):
+    """One pod of a job as the ledger reads it. A named tuple, not a dataclass: a tick of a
+    job of thousands of pods reads as many, and the simulator builds them all again at
+    every restart of its job; a tuple costs a third of a frozen dataclass to build."""
+
     name: str
     running: bool
     node: str
@@ -271,7 +279,7 @@ class JobLedger:
     """The time of the newest report taken (older ones are not taken again)."""
     achieved_flops: float | None = None
     _alive: dict[datetime.datetime, int] = field(default_factory=dict, repr=False)
-    """This tick's count of pods running at an instant, by instant (see ``_was_whole``)."""
+    """This tick's count of pods running at an instant, by instant (see ``_stopped``)."""
     _seen: _Pods | None = field(default=None, repr=False)
     """The previous tick's pods, as read."""
 
@@ -307,7 +315,8 @@ class JobLedger:
         self._now(observation, pods, now, out, same=same)
         if not same:
             self.pods = pods.present
-            self.used = {k: t for k, t in self.used.items() if k in pods.keys}
+            if not self.used.keys() <= pods.keys:
+                self.used = {k: t for k, t in self.used.items() if k in pods.keys}
         self._seen = pods
         out.gpus = pods.gpus
         if self.state is State.RUNNING and self.achieved_flops is not None and pods.peak > 0:
@@ -316,21 +325,35 @@ class JobLedger:
 
     def _events(
         self, observation: JobObservation, now: datetime.datetime, *, pods: Iterable[JobPod]
-    ) -> list[tuple[datetime.datetime, int, Progress | JobPod]]:
-        events: list[tuple[datetime.datetime, int, Progress | JobPod]] = []
+    ) -> list[tuple[datetime.datetime, int, Progress | list[JobPod]]]:
+        """Reports and pod stops, in the order they happened (pods that show a stop at
+        the same time, in their order). Pods that stopped at one instant, one after the
+        other in that order, come as one event: the pods of one loss, as a job's restart
+        stops every pod at once."""
+        events: list[tuple[datetime.datetime, int, Progress | list[JobPod]]] = []
         for report in {*observation.reports, observation.progress}:
             if report is not None and (self.newest is None or report.time > self.newest):
                 events.append((report.time, 0, report))
         used, before_pods = self.used, self.pods
+        shown: dict[datetime.datetime, datetime.datetime] = {}  # the pods of a loss share it
+        lost: dict[datetime.datetime, list[JobPod]] = {}
         for pod in pods:
-            if not pod.running and pod.stopped_at is not None:
-                if used.get(pod.key) != pod.stopped_at:
-                    events.append((min(pod.stopped_at + SECOND_END, now), 1, pod))
+            stopped = pod.stopped_at
+            if pod.running or stopped is None:
+                before = before_pods.get(pod.uid or pod.name)
+                if before is None or pod.restarts <= before.restarts:
+                    continue
+            elif used.get(pod.uid or pod.name) == stopped:
                 continue
-            before = before_pods.get(pod.key)
-            if before is not None and pod.restarts > before.restarts:
-                stopped = pod.stopped_at + SECOND_END if pod.stopped_at else now
-                events.append((min(stopped, now), 1, pod))
+            if stopped is None:
+                when = now
+            else:
+                when = shown.get(stopped) or shown.setdefault(
+                    stopped, min(stopped + SECOND_END, now)
+                )
+            lost.setdefault(when, []).append(pod)
+        for when, together in lost.items():
+            events.extend((when, 1, list(loss)) for _, loss in groupby(together, _STOPPED_AT))
         events.sort(key=itemgetter(0, 1))
         return events
 
@@ -358,15 +381,33 @@ class JobLedger:
         self._measure(report)
 
     def _stopped(
-        self, pod: JobPod, observation: JobObservation, now: datetime.datetime, out: Tick
+        self, pods: list[JobPod], observation: JobObservation, now: datetime.datetime, out: Tick
     ) -> None:
-        at = min(pod.stopped_at or now, now)
-        if pod.stopped_at is not None:
-            self.used[pod.key] = pod.stopped_at
-        if self.state is State.RUNNING and at + SECOND_END >= (self.since or at):
-            self._interrupt(at, _cause({pod.node}, observation), observation, out)
-        elif self.state is not State.RUNNING and self._was_whole(pod, observation):
-            self._lost_again(at, _cause({pod.node}, observation), out)
+        """Pods that showed a stop at one instant, in order. The first to stop a running
+        job interrupts it. Each one after that is a loss of its own only if it ran with
+        every pod the job needs: it had started, and so had enough others that had not
+        stopped by then (a pod stopping in the same instant is part of the same loss).
+        That count is the instant's, so a job's restart, which stops every pod at once,
+        costs one count, not one per pod."""
+        stopped = pods[0].stopped_at
+        at = min(stopped or now, now)
+        if stopped is not None:
+            self.used.update((pod.key, stopped) for pod in pods)
+        whole: bool | None = None
+        for pod in pods:
+            if self.state is State.RUNNING:
+                if at + SECOND_END < (self.since or at):
+                    return  # the same for the rest of them
+                self._interrupt(at, _cause({pod.node}, observation), observation, out)
+                continue
+            if stopped is None:
+                return
+            if whole is None:
+                whole = self._running_at(stopped, observation) + 1 >= self.size
+            if not whole:
+                return  # none of them ran with the whole job
+            if pod.started_at is not None and pod.started_at < stopped:
+                self._lost_again(at, _cause({pod.node}, observation), out)
 
     def _now(
         self,
@@ -435,15 +476,6 @@ class JobLedger:
         self._credit(out, self._down(), max(at, self.since or at))
         out.interruptions.append(cause)
         self.state, self.cause = State.DOWN, cause
-
-    def _was_whole(self, pod: JobPod, observation: JobObservation) -> bool:
-        """Whether ``pod``, stopping, ran with every other pod the job needs: it had
-        started, and so had enough others that had not stopped by then (a pod that
-        stopped in the same instant is part of the same loss)."""
-        at = pod.stopped_at
-        if at is None or pod.started_at is None or pod.started_at >= at:
-            return False
-        return self._running_at(at, observation) + 1 >= self.size
 
     def _running_at(self, at: datetime.datetime, observation: JobObservation) -> int:
         """Pods that had started before ``at`` and not stopped by then; a pod stopping at

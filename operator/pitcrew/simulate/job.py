@@ -110,6 +110,9 @@ class Totals:
 
 
 class Job:
+    _pods_read: tuple[JobPod, ...] | None
+    """The pods' tuple as last read (:attr:`pods`), None since one changed."""
+
     def __init__(
         self,
         *,
@@ -152,8 +155,10 @@ class Job:
         self.epoch = 0
         self.ranks: list[Node | None] = [None] * size
         self.rank_of: dict[int, int] = {}
-        # Built again only when a pod changes: the ledger reads the same pods for nothing.
-        self.pods = tuple(JobPod(f"trainer-{r}", False, "", gpus) for r in range(size))
+        self._pods, self._pods_read = (
+            [JobPod(f"trainer-{r}", False, "", gpus) for r in range(size)],
+            None,
+        )
         self.incarnation = [0] * size
         self.unplaced = set(range(size))
         """Ranks without a node."""
@@ -188,7 +193,17 @@ class Job:
             self.gpus,
             uid=f"trainer-{rank}-{self.incarnation[rank]}",
         )
-        self.pods = (*self.pods[:rank], pod, *self.pods[rank + 1 :])
+        self._pods[rank] = pod
+        self._pods_read = None
+
+    @property
+    def pods(self) -> tuple[JobPod, ...]:
+        """The pods as the ledger reads them: the same tuple until a pod changes, so that
+        the ledger reads the very same pods for nothing, and a rank placed costs one pod,
+        not a copy of all of them."""
+        if self._pods_read is None:
+            self._pods_read = tuple(self._pods)
+        return self._pods_read
 
     def begin(self) -> None:
         """Start training at time zero on the ranks placed so far (all of them)."""
@@ -533,16 +548,17 @@ class Job:
     def _pods_running(self) -> None:
         self.pods_up = True
         now = at(self.clock.now)
-        self.pods = tuple(
+        self._pods = [
             JobPod(p.name, True, p.node, p.gpus, uid=p.uid, restarts=p.restarts, started_at=now)
-            for p in self.pods
-        )
+            for p in self._pods
+        ]
+        self._pods_read = None
 
     def _stop_pods(self) -> None:
         """Every container exits (the launcher restarts them): a restart each."""
         self.pods_up = False
         now = at(self.clock.now)
-        self.pods = tuple(
+        self._pods = [
             JobPod(
                 p.name,
                 False,
@@ -553,8 +569,9 @@ class Job:
                 started_at=p.started_at,
                 stopped_at=now,
             )
-            for p in self.pods
-        )
+            for p in self._pods
+        ]
+        self._pods_read = None
 
     def _checkpointing_so_far(self) -> float:
         """Blocking checkpoint time the ledger counts as productive: the finished ones,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime
-from dataclasses import replace
+from collections.abc import Iterable, Iterator
 
 import pytest
 from hypothesis import given, settings
@@ -444,14 +444,11 @@ ACTIONS = st.lists(
 )
 
 
-@given(ACTIONS)
-@settings(max_examples=200, deadline=None)
-def test_the_very_same_pods_again_read_as_a_copy_of_them(
+def scripted(
     actions: list[tuple[str, int, int]],
-) -> None:
-    """A caller that hands the ledger the same tuple of pods while none changed (the
-    simulator) gets what a caller that builds them again every tick gets."""
-    same, copied = JobLedger(last=T0), JobLedger(last=T0)
+) -> Iterator[tuple[float, tuple[JobPod, ...], Progress | None]]:
+    """A job of three pods acted on by ``actions``: each tick's time, its pods (the same
+    tuple while none changed, as the simulator hands them) and rank 0's last report."""
     job = [pod(f"r{i}", f"node-{i}", running=False, started=None) for i in range(3)]
     pods_now = tuple(job)
     t, step, moves = 0.0, 0, 0
@@ -460,10 +457,10 @@ def test_the_very_same_pods_again_read_as_a_copy_of_them(
         t += wait
         if action == "stop":
             job = [
-                replace(p, running=False, restarts=p.restarts + 1, stopped_at=at(t)) for p in job
+                p._replace(running=False, restarts=p.restarts + 1, stopped_at=at(t)) for p in job
             ]
         elif action == "start":
-            job = [replace(p, running=True, started_at=at(t), stopped_at=None) for p in job]
+            job = [p._replace(running=True, started_at=at(t), stopped_at=None) for p in job]
         elif action == "move":
             moves += 1
             job[rank] = pod(f"r{rank}", f"node-{3 + moves}", uid=f"u{moves}", running=False)
@@ -471,18 +468,61 @@ def test_the_very_same_pods_again_read_as_a_copy_of_them(
             moves += 1
             job[rank] = pod(f"r{rank}", f"node-{3 + moves}", uid=f"u{moves}", started=t)
         elif action == "stop-one":
-            job[rank] = replace(job[rank], running=False, stopped_at=at(t))
+            job[rank] = job[rank]._replace(running=False, stopped_at=at(t))
         elif action == "gone":
-            job[rank] = replace(job[rank], gone=True)
+            job[rank] = job[rank]._replace(gone=True)
         elif action == "report":
             step += wait
             progress = report(step, t, checkpoint=(step - step % 10, max(0.0, t - 5)))
         if tuple(job) != pods_now:
             pods_now = tuple(job)  # built again only when a pod changed
-        out = frozenset({"node-1"})
+        yield t, pods_now, progress
+
+
+@given(ACTIONS)
+@settings(max_examples=200, deadline=None)
+def test_the_very_same_pods_again_read_as_a_copy_of_them(
+    actions: list[tuple[str, int, int]],
+) -> None:
+    """A caller that hands the ledger the same tuple of pods while none changed (the
+    simulator) gets what a caller that builds them again every tick gets."""
+    same, copied = JobLedger(last=T0), JobLedger(last=T0)
+    out = frozenset({"node-1"})
+    for t, pods_now, progress in scripted(actions):
         copy = tuple(p for p in pods_now)
         assert copy is not pods_now
         assert same.tick(JobObservation(pods_now, progress, out, size=3), at(t)) == copied.tick(
             JobObservation(copy, progress, out, size=3), at(t)
         )
     assert same.state == copied.state
+
+
+class PodByPod(JobLedger):
+    """The ledger reading each pod's stop as an event of its own."""
+
+    def _events(
+        self, observation: JobObservation, now: datetime.datetime, *, pods: Iterable[JobPod]
+    ) -> list[tuple[datetime.datetime, int, Progress | list[JobPod]]]:
+        split: list[tuple[datetime.datetime, int, Progress | list[JobPod]]] = []
+        for when, kind, event in super()._events(observation, now, pods=pods):
+            if isinstance(event, Progress):
+                split.append((when, kind, event))
+            else:
+                split.extend((when, kind, [one]) for one in event)
+        return split
+
+
+@given(ACTIONS, st.sampled_from(["node-0", "node-1", "node-2"]))
+@settings(max_examples=300, deadline=None)
+def test_the_pods_of_one_loss_read_together_as_each_read_alone(
+    actions: list[tuple[str, int, int]], taken_out: str
+) -> None:
+    """The pods that stopped at one instant are read as one event (a restart of a job
+    of thousands of pods costs one count of the pods running, not one per pod): what
+    the ledger finds is what it finds reading each pod's stop alone, in order."""
+    together, alone = JobLedger(last=T0), PodByPod(last=T0)
+    out = frozenset({taken_out})
+    for t, pods_now, progress in scripted(actions):
+        observation = JobObservation(pods_now, progress, out, size=3)
+        assert together.tick(observation, at(t)) == alone.tick(observation, at(t))
+    assert (together.state, together.cause) == (alone.state, alone.cause)
