@@ -496,8 +496,9 @@ class SparesSpec(ApiModel):
         default=True,
         description="Pull onto each idle spare the container images of the largest running "
         "training job of its pool, so the job's replacement pod that lands there starts "
-        "without pulling them (a training image is tens of GB): one short, lowest-priority pod "
-        "per spare in the job's namespace with the job's pull secrets, deleted once it ends. "
+        "without pulling them (a training image is tens of GB): one short pod per spare in the "
+        "job's namespace, as the job's ServiceAccount with its pull secrets, at "
+        "validation.priorityClassName when set, no GPU, deleted once it ends. "
         "GPUNode status.images lists the job's images the node's kubelet reports it holds.",
     )
 
