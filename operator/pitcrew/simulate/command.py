@@ -138,9 +138,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--world",
         choices=WORLDS,
         default=base.world.value,
-        help="realistic: hangs, pod start at size, restart failures, snapshot stalls, rack "
-        "and leaf switch faults, late silent corruption, stragglers under the threshold, "
-        "contended spares; kind: none of them, the figures of earlier versions",
+        help="realistic: hangs, pod start at size, image pulls, restart failures, snapshot "
+        "stalls, rack and leaf switch faults, late silent corruption, stragglers under the "
+        "threshold, contended spares; kind: none of them, the figures of earlier versions",
     )
     world_flags = parser.add_argument_group(
         "the realistic world's numbers (docs/goodput.md cites each; default: the world's)"
@@ -180,6 +180,11 @@ _REALISM_FLAGS = (
         "--pod-start",
         duration,
         "time until the job's pods all run (default: the devcluster's at its size)",
+    ),
+    (
+        "--image-pull",
+        duration,
+        f"time a node takes to pull the job's images ({REALISTIC.image_pull:g}s)",
     ),
     ("--restart-failure", float, f"share of restarts that fail ({REALISTIC.restart_failure:g})"),
     (

@@ -6,6 +6,8 @@ taking it away from a policy and running again: the goodput lost is what the
 lever adds. The levers are the ones Pitcrew owns:
 
 - ``spares``: hot spares released when a node is quarantined (``spares.count`` 0);
+- ``prePullImages``: each spare holds the job's images before it is needed, so a
+  replacement pod there starts without the pull (``spares.prePullImages`` off);
 - ``checkpointAwareDrain``: a Suspect node drains after its job's next checkpoint
   (without it: at once, ``safety.drain.checkpointMaxDelay`` 0);
 - ``burnIn``: nodes back from repair or joining are burned in before they take
@@ -62,8 +64,15 @@ def _without_burn_in(spec: GPUHealthPolicySpec) -> GPUHealthPolicySpec:
     return spec.model_copy(update={"validation": validation})
 
 
+def _without_pre_pull(spec: GPUHealthPolicySpec) -> GPUHealthPolicySpec:
+    return spec.model_copy(
+        update={"spares": spec.spares.model_copy(update={"pre_pull_images": False})}
+    )
+
+
 LEVERS: dict[str, Callable[[GPUHealthPolicySpec], GPUHealthPolicySpec] | None] = {
     "spares": _without_spares,
+    "prePullImages": _without_pre_pull,
     "checkpointAwareDrain": _without_checkpoint_wait,
     "burnIn": _without_burn_in,
     "detection": None,

@@ -180,12 +180,20 @@ class Operator:
         if summary.phase is Phase.SPARE:
             if sign > 0:
                 self.spares[node.name] = summary.since or _EPOCH
+                self._pre_pull(node)
             else:
                 self.spares.pop(node.name, None)
         if summary.phase is Phase.SUSPECT:
             (self.suspects.add if sign > 0 else self.suspects.discard)(node.index)
         if summary.phase in OUT_OF_SERVICE:
             (self.out.add if sign > 0 else self.out.discard)(node.name)
+
+    def _pre_pull(self, node: Node) -> None:
+        """A spare pulls the job's images once it is one, where the policy pre-pulls:
+        the pull takes the world's ``image_pull``, and a replacement pod that lands
+        there sooner waits for what is left of it."""
+        if self.spec.spares.pre_pull_images and node.images_at is None:
+            node.images_at = self.clock.now + self.world.realism.image_pull
 
     def snapshot(self) -> FleetView:
         spares = sorted((since, name) for name, since in self.spares.items())
@@ -630,6 +638,8 @@ class Operator:
         fault = node.fault
         if fault is not None and fault.depth <= REPAIR_DEPTH.get(kind, Depth.NONE):
             self.world.clear(node)
+        if REPAIR_DEPTH.get(kind) is Depth.REIMAGE:
+            node.images_at = None  # a reimage empties the image store
         elif (
             fault is not None
             and node.stage is Stage.ACTIVE

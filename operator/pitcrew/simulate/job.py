@@ -128,8 +128,14 @@ class Job:
         self.steps_per_checkpoint = max(1, round(settings.checkpoint_interval / self.step))
         self.cost = settings.checkpoint_cost
         self.blocking = not settings.async_checkpoint
-        self.pod_start = pod_start(settings.realism, size)
-        """Seconds from the pods created to the last of them running."""
+        self.pod_start, self.image_pull, self.images_ready = (
+            pod_start(settings.realism, size),
+            settings.realism.image_pull,
+            0.0,
+        )
+        """Seconds from the pods created to the last of them running; seconds a node
+        takes to pull the job's images; when the last node the job's ranks were placed
+        on holds them."""
         self.restarts = Restarts(settings.realism, cost=settings.restart_cost, seed=settings.seed)
         self.stall = settings.realism.snapshot_stall if settings.async_checkpoint else 0.0
         self.termination, self.watchdog = assumptions.pod_termination, assumptions.watchdog
@@ -183,6 +189,9 @@ class Job:
 
     def assign(self, rank: int, node: Node) -> None:
         self.unplaced.discard(rank)
+        if node.images_at is None:
+            node.images_at = self.clock.now + self.image_pull  # its kubelet pulls them now
+        self.images_ready = max(self.images_ready, node.images_at)
         self.ranks[rank] = node
         self.rank_of[node.index] = rank
         self.incarnation[rank] += 1
@@ -339,8 +348,10 @@ class Job:
             return  # crash-looping on a broken node until someone takes it away
         self.set_short(0)
         self.state = State.STARTING
-        if self.pod_start > 0:
-            self.clock.after(self.pod_start, self._started, self.epoch)
+        # A rank placed on a node without the job's images waits for their pull too.
+        wait = self.pod_start + max(0.0, self.images_ready - self.clock.now)
+        if wait > 0:
+            self.clock.after(wait, self._started, self.epoch)
         else:
             self._started(self.epoch)
 

@@ -60,6 +60,11 @@ class Node:
     gpu_unhealthy: bool = False
     """The device plugin marked a GPU of it unhealthy (a fatal Xid): no pod asking for
     all its GPUs lands there until a reboot or a repair clears it."""
+    images_at: float | None = None
+    """When the job's images are (or will be, while a pull runs) in the node's image
+    store; None: not there (never pulled, or a reimage or an RMA emptied it). Image
+    garbage collection is not modelled, which favours a cluster that does not
+    pre-pull."""
     held: bool = False
     """A person cordoned it and holds it for repair."""
     away: bool = False

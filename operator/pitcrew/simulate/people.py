@@ -107,6 +107,8 @@ class People:
         self.repairs += 1
         if node.fault is fault:
             self.world.clear(node)
+        if fault.depth is Depth.REIMAGE:
+            node.images_at = None  # a reimage empties the image store
         node.held = False
         node.view = replace(node.view, unschedulable=False)
         self._phase(node, Phase.HEALTHY, "Repaired")
@@ -152,6 +154,7 @@ class People:
         if node.lemon:
             node.lemon, node.thinning = False, 1.0 / self.lemon_factor
         node.away = False
+        node.images_at = None  # back from RMA reprovisioned
         node.boots += 1
         node.view = NodeView(
             name=node.name, created=at(self.clock.now), gpus=node.gpus, boot_id=node.boot_id

@@ -1,10 +1,10 @@
 """How unkind the simulated world is: ``--world realistic`` (the default) or ``kind``.
 
 The ``kind`` world is the simulator as it was first written: every fault
-crashes the job at once, pods run the moment they are created, a restart
-always takes ``--restart-cost`` and always works, an asynchronous checkpoint
-costs training nothing, one fault takes one node, faults strike a node
-whether it runs work or idles, silent data corruption crashes the job when
+crashes the job at once, pods run the moment they are created (no image to
+pull), a restart always takes ``--restart-cost`` and always works, an
+asynchronous checkpoint costs training nothing, one fault takes one node,
+faults strike a node whether it runs work or idles, silent data corruption crashes the job when
 it strikes, every straggler is slow enough for Pitcrew's threshold, and a
 spare is always free when the job needs it. It stays for comparison with
 earlier figures, and it reproduces them exactly.
@@ -56,6 +56,15 @@ class Realism:
     pod_start: float | None = None
     """Seconds from the job's pods created to the last of them running; None: the
     devcluster's measurement at the job's size (:func:`pod_start`)."""
+    image_pull: float = 180.0
+    """Seconds a node takes to pull the job's images when it holds none of them, added
+    to the pod start of a restart that places a rank there (the kubelet pulls once the
+    pod is bound; the devcluster's kwok nodes pull nothing, so :func:`pod_start` holds
+    no pull). A node keeps the images of the job's pods it ran, and a spare gets them
+    ahead of need where the policy pre-pulls (``spares.prePullImages``). An assumption:
+    the NGC PyTorch image is about 10 GB compressed and 20 GB unpacked, and containerd's
+    default snapshotter fetches and unpacks every layer before the container starts;
+    AWS reports several minutes for such images (docs/goodput.md)."""
     restart_spread: float = 2.0
     """A restart's 90th percentile over its median (``--restart-cost``): log-normal.
     An assumption (NCCL initialisation and checkpoint loads vary with the storage's
@@ -112,6 +121,7 @@ KIND = Realism(
     rack_share=0.0,
     leaf_share=0.0,
     pod_start=0.0,
+    image_pull=0.0,
 )
 """The kind world: every kindness back, the figures of earlier versions exactly."""
 REALISTIC = Realism()
@@ -163,6 +173,7 @@ SWEEPS = (
         "hang_share", "share of GPU, network and software faults that hang", (0.0, 0.1, 0.2, 0.4)
     ),
     Sweep("pod_start", "seconds to start the job's pods", (0.0, 50.0, 100.0, 200.0)),
+    Sweep("image_pull", "seconds to pull the job's images onto a node", (0.0, 60.0, 180.0, 600.0)),
     Sweep("restart_spread", "restart time p90 / median", (1.0, 2.0, 4.0)),
     Sweep("restart_failure", "share of restarts that fail", (0.0, 0.1, 0.2)),
     Sweep("snapshot_stall", "seconds of stall per asynchronous snapshot", (0.0, 1.0, 5.0, 15.0)),

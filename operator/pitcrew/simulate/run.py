@@ -208,6 +208,7 @@ def _begin(
     job = world.job
     for rank in range(job_nodes):
         node = world.nodes[rank]
+        node.images_at = 0.0  # the job ran there before the run began
         job.assign(rank, node)
         node.job = True
     job.begin()

@@ -125,7 +125,7 @@ def test_runs_in_parallel_processes_give_what_one_process_gives() -> None:
     assert parallel.json() == alone.json()
     assert measured(parallel) == measured(alone)
     assert parallel.attribution == alone.attribution
-    assert len(alone.attribution[DEFAULTS]) == 5
+    assert len(alone.attribution[DEFAULTS]) == 6
     assert alone.attribution[DEFAULTS]["fastEviction"] == 0.0  # the job declares nothing
     assert parallel.spares_curve == alone.spares_curve
     assert parallel.warning_curve == alone.warning_curve
@@ -184,6 +184,18 @@ def test_a_spare_is_reserved_for_the_job_and_takes_its_pod_without_the_reclaim()
     without, held = run(settings, _with_spares(0)), run(settings, _with_spares(4))
     assert held.records.get("SpareReserved", 0) > 0
     assert held.badput["waitingForCapacity"] < without.badput["waitingForCapacity"] / 3
+
+
+def test_spares_that_pulled_the_jobs_images_shorten_the_restarts_that_land_on_them() -> None:
+    """The realistic world's image pull: a spare that never ran the job pulls its images
+    when the job's replacement lands there, unless the policy pre-pulled them."""
+    settings = Settings(nodes=264, days=30, seed=5)
+    pulled = run(settings, _with_spares(4))
+    spec = with_spares(default_spec(), 4)
+    spares = spec.spares.model_copy(update={"pre_pull_images": False})
+    plain = run(settings, Contender(DEFAULTS, spec.model_copy(update={"spares": spares})))
+    assert pulled.badput["recovery"] < plain.badput["recovery"]
+    assert pulled.job_goodput > plain.job_goodput
 
 
 def test_meta_like_settings_land_near_their_published_90_percent() -> None:
@@ -301,6 +313,7 @@ def test_the_json_contract() -> None:
     assert {g["badput"] for g in out["advice"]["gap"]} <= set(BADPUT)
     assert set(out["attribution"][DEFAULTS]) == {
         "spares",
+        "prePullImages",
         "checkpointAwareDrain",
         "burnIn",
         "detection",

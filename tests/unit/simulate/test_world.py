@@ -5,7 +5,8 @@ small world built here (a hang that lasts until the NCCL watchdog, pods that tak
 the devcluster's time to start at the job's size, a restart that fails, a stall per
 asynchronous snapshot, a rack's fault on all its nodes at once, silent corruption
 found late and rolled back past the last checkpoint, a spare other work had
-borrowed, a fault on an idle node), and the kind world to the figures it printed
+borrowed, a rank moved to a node that must pull the job's images, a fault on an
+idle node), and the kind world to the figures it printed
 before the realistic world existed.
 """
 
@@ -305,6 +306,48 @@ def _reserved_spare_lands(contention: float) -> float:
 def test_a_spare_other_work_borrowed_takes_the_job_only_after_the_reclaim() -> None:
     assert _reserved_spare_lands(0.0) == pytest.approx(30.0, abs=1.0)  # at the relaunch
     assert _reserved_spare_lands(1.0) == pytest.approx(300.0, abs=1.0)  # the reclaim
+
+
+def _pods_run_after_a_move(images_at: float | None) -> float:
+    """Seconds from the crash at 1,000 s until every pod of the job runs again, rank 0
+    moved to a spare reserved for the job whose images are there at ``images_at``
+    (None: never pulled there); pods start at once, images take 180 s to pull."""
+    world = _world(replace(QUIET, image_pull=180.0), pool=3)
+    spare = world.nodes[2]
+    spare.images_at = images_at
+    running: list[float] = []
+
+    def reserve_and_crash() -> None:
+        spare.view = replace(spare.view, taints=(Taint(key=RESERVED_TAINT, value=JOB_RESERVATION),))
+        world.nodes[0].view = replace(world.nodes[0].view, unschedulable=True)
+        world.refresh(world.nodes[0])
+        world.refresh(spare)
+        world.job.crash()
+
+    def watch() -> None:
+        if world.job.pods_up and world.clock.now > 1000.0 and not running:
+            running.append(world.clock.now)
+        world.clock.after(1.0, watch)
+
+    world.clock.at(1000.0, reserve_and_crash)
+    world.clock.at(1000.0, watch)
+    world.clock.run(1000.0 + HOUR)
+    assert spare.job
+    return running[0] - 1000.0
+
+
+def test_a_rank_moved_to_a_node_without_the_jobs_images_waits_for_their_pull() -> None:
+    # The pods are recreated at 1,030 s (after the old ones terminated).
+    assert _pods_run_after_a_move(None) == pytest.approx(30.0 + 180.0, abs=1.0)
+    assert _pods_run_after_a_move(0.0) == pytest.approx(30.0, abs=1.0)  # pre-pulled
+    assert _pods_run_after_a_move(1100.0) == pytest.approx(100.0, abs=1.0)  # pull under way
+
+
+def test_a_rank_that_stays_on_its_node_pulls_nothing() -> None:
+    world = _world(replace(QUIET, image_pull=180.0, pod_start=100.0), restart_cost=600.0)
+    world.clock.at(1000.0, world.job.crash)
+    # As without images to pull: all running at 1,130 s, training at 1,730 s.
+    assert _states(world, [1129.0, 1731.0]) == [State.STARTING, State.RUNNING]
 
 
 # -- the two worlds -------------------------------------------------------------------------
