@@ -7,7 +7,9 @@ pre-pull pod in the job's namespace, on the spare, with the job's image, pull se
 and ServiceAccount, at the low priority, no token, a sliver of CPU. kwok pulls nothing,
 so the test plays the kubelet's part: the pod's containers end (``true`` exits at
 once) and the Node's ``status.images`` lists the image. Then the GPUNode shows the
-image, the pod is deleted and none is made again.
+image, the pod is deleted and none is made again. The seconds from the job Running to
+its pre-pull pod on the spare, and from the kubelet's image list to the GPUNode, are
+printed (docs/benchmarks.md, "Pre-pulled spares").
 """
 
 from __future__ import annotations
@@ -74,11 +76,23 @@ def test_a_spare_pulls_the_jobs_image_as_the_job_and_shows_it_once_its_kubelet_h
             fleet.core.list_namespaced_pod(workload_namespace, label_selector=PRE_PULL).items
         )
 
+    def job_pods() -> list[client.V1Pod]:
+        return list(
+            fleet.core.list_namespaced_pod(workload_namespace, label_selector="app=llm").items
+        )
+
+    eventually(
+        lambda: len(pods := job_pods()) == 2 and all(p.status.phase == "Running" for p in pods),
+        timeout=60,
+        what="the job's two pods Running",
+    )
+    running = time.monotonic()
     pulling: client.V1Pod = eventually(
         lambda: next((p for p in pre_pulls() if p.spec.node_name == spare), None),
         timeout=60,
         what="a pre-pull pod scheduled to the spare",
     )
+    created = time.monotonic() - running
     spec = pulling.spec
     assert [(c.image, c.command) for c in spec.containers] == [(IMAGE, ["true"])]
     assert spec.containers[0].resources.requests == {"cpu": "10m", "memory": "32Mi"}
@@ -95,10 +109,16 @@ def test_a_spare_pulls_the_jobs_image_as_the_job_and_shows_it_once_its_kubelet_h
     fleet.core.patch_namespaced_pod_status(
         pulling.metadata.name, workload_namespace, {"status": {"phase": "Succeeded"}}
     )
+    reported = time.monotonic()
     eventually(
         lambda: fleet.gpunode(spare)["status"].get("images") == [IMAGE],
         timeout=3 * INTERVAL,
         what="the spare's GPUNode showing the job's image",
+    )
+    shown = time.monotonic() - reported
+    print(
+        f"\njob Running to its pre-pull pod on the spare: {created:.1f} s; "
+        f"the kubelet's image list to GPUNode status.images: {shown:.1f} s"
     )
     eventually(
         lambda: not fleet.pod_exists(workload_namespace, pulling.metadata.name),
