@@ -23,6 +23,7 @@ from pitcrew.simulate.clock import Clock, at
 from pitcrew.simulate.command import add_arguments, settings_from
 from pitcrew.simulate.job import State
 from pitcrew.simulate.mix import LLAMA3, Depth, Exposure, Fault, FaultKind, Mix, schedule
+from pitcrew.simulate.people import People
 from pitcrew.simulate.realism import KIND, REALISTIC, Realism, WorldKind, pod_start
 from pitcrew.simulate.run import run
 from pitcrew.simulate.settings import STOCK, Assumptions, Contender, Settings, baselines
@@ -341,6 +342,18 @@ def test_a_rank_moved_to_a_node_without_the_jobs_images_waits_for_their_pull() -
     assert _pods_run_after_a_move(None) == pytest.approx(30.0 + 180.0, abs=1.0)
     assert _pods_run_after_a_move(0.0) == pytest.approx(30.0, abs=1.0)  # pre-pulled
     assert _pods_run_after_a_move(1100.0) == pytest.approx(100.0, abs=1.0)  # pull under way
+
+
+def test_a_reimage_empties_the_nodes_images_and_a_reboot_keeps_them() -> None:
+    world = _world(QUIET)
+    people = People(world, world.settings, everything=True)
+    node = world.nodes[0]
+    assert node.images_at is not None  # the job ran there
+    for depth, kept in ((Depth.REBOOT, True), (Depth.REIMAGE, False)):
+        fault = _fault(FAULTY_GPU, 0, 0.0, depth=depth)
+        node.fault = fault
+        people._repaired(node, fault)
+        assert (node.images_at is not None) is kept
 
 
 def test_a_rank_that_stays_on_its_node_pulls_nothing() -> None:
