@@ -17,8 +17,6 @@ import asyncio
 import datetime
 import functools
 import logging
-import os
-import socket
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -46,12 +44,12 @@ from pitcrew.controller.prepull import INTERVAL as PRE_PULL_INTERVAL
 from pitcrew.controller.prepull import PrePuller
 from pitcrew.controller.rounds import RoundLoop
 from pitcrew.controller.runs import Runs
-from pitcrew.controller.settings import OperatorSettings, job_pods
+from pitcrew.controller.settings import OperatorSettings, identity, job_pods
 from pitcrew.controller.slurm import SlurmWatch
 from pitcrew.controller.store import Store
 from pitcrew.core.convert import object_key
 from pitcrew.kube import evictions, watches
-from pitcrew.kube.client import api_client, use_as_default
+from pitcrew.kube.client import api_client, load_configuration, use_as_default
 from pitcrew.kube.cluster import LIST_PATHS, KubeCluster
 from pitcrew.kube.events import Recorder, pod_ref
 from pitcrew.remediators.registry import remediators
@@ -289,18 +287,36 @@ def register(registry: kopf.OperatorRegistry, shell: Shell) -> None:
         )
 
     @kopf.on.login(registry=registry)
-    def login(**kwargs: Any) -> Any:
-        try:
-            return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
-        except kopf.LoginError:
-            return kopf.login_with_kubeconfig(**kwargs)
+    def login(**_: Any) -> kopf.ConnectionInfo:
+        # Read again at each login: kopf logs in again after a 401, as when the
+        # kubelet has rotated the pod's bound token.
+        return connection(load_configuration(shell.settings.kubeconfig))
+
+
+def connection(configuration: client.Configuration) -> kopf.ConnectionInfo:
+    """kopf's connection to the apiserver: the one the operator's own client has.
+
+    kopf's own in-pod login names the apiserver ``https://kubernetes.default.svc``,
+    a name that only cluster DNS resolves; the client's is ``$KUBERNETES_SERVICE_HOST``
+    (:func:`~pitcrew.kube.client.load_configuration`). With kopf's, the operator pod on
+    a cluster without DNS (the devcluster's real node) failed every kopf request on the
+    name and took no node out. The operator that takes broken nodes out must not
+    depend on cluster DNS, and its two halves must reach the apiserver the same way."""
+    scheme, _, token = (configuration.get_api_key_with_prefix("BearerToken") or "").rpartition(" ")
+    return kopf.ConnectionInfo(
+        server=configuration.host,
+        ca_path=configuration.ssl_ca_cert,
+        insecure=not configuration.verify_ssl,
+        scheme=scheme or None,
+        token=token or None,
+        certificate_path=configuration.cert_file,
+        private_key_path=configuration.key_file,
+    )
 
 
 def run(settings: OperatorSettings) -> None:
     """Run the operator until stopped: health and metrics first (standbys serve them
     too), then leader election, then kopf."""
-    if settings.kubeconfig:
-        os.environ["KUBECONFIG"] = settings.kubeconfig
     api = api_client(settings.kubeconfig)
     use_as_default(api)
     leading: list[RoundLoop] = []
@@ -325,13 +341,13 @@ def run(settings: OperatorSettings) -> None:
         start_http_server(settings.metrics.port)
     may_act = always
     elector: Elector | None = None
-    identity = settings.leader.identity or socket.gethostname()
+    holder = identity(settings)
     if settings.leader.election:
         elector = wait_for_leadership(
             api,
             name=settings.leader.lease_name,
             namespace=settings.namespace,
-            identity=identity,
+            identity=holder,
             lease_seconds=int(settings.leader.lease_duration.total_seconds()),
         )
         may_act = functools.partial(elector.leads, settings.leader.lease_name)
@@ -342,6 +358,6 @@ def run(settings: OperatorSettings) -> None:
     register(registry, shell)
     # kopf names itself user@host unless told, and getpass finds no user for the image's
     # uid 65532 under a kubelet (no /etc/passwd entry, no $USER): the operator exited.
-    kopf.run(registry=registry, clusterwide=True, standalone=True, identity=Identity(identity))
+    kopf.run(registry=registry, clusterwide=True, standalone=True, identity=Identity(holder))
     if elector is not None:
         elector.release()  # stopped cleanly (SIGTERM): a standby need not wait it out

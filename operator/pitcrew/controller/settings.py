@@ -7,12 +7,21 @@ from here, with what it implies for the pods of the Jobs it creates.
 
 from __future__ import annotations
 
+import socket
+
 from pitcrew.api.settings import JobSettings, OperatorSettings
 from pitcrew.kube.jobs import JobPods
 
-__all__ = ["OperatorSettings", "job_pods"]
+__all__ = ["OperatorSettings", "identity", "job_pods"]
 
 
 def job_pods(jobs: JobSettings) -> JobPods:
     """Pull secrets and runtime class of the probe, pair and reset Jobs' pods."""
     return JobPods(image_pull_secrets=jobs.image_pull_secrets, runtime_class=jobs.runtime_class)
+
+
+def identity(settings: OperatorSettings) -> str:
+    """This process's name as the Lease's holder: ``--identity``, else the host name.
+    In a pod it is the pod's name: the chart passes ``$(POD_NAME)``, and a pod's host
+    name is its name too."""
+    return settings.leader.identity or socket.gethostname()

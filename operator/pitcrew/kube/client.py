@@ -83,9 +83,24 @@ DEFAULT_KUBECONFIG = "~/.kube/config"
 
 
 def api_client(kubeconfig: str | None = None) -> client.ApiClient:
-    """A client from ``kubeconfig``, ``$KUBECONFIG``, the pod's service account when
-    running in a pod, else ``~/.kube/config``; :class:`ClusterConfigError` when that
-    cannot be read."""
+    """A client of the cluster :func:`load_configuration` finds."""
+    configuration = load_configuration(kubeconfig)
+    configuration.connection_pool_maxsize = 64
+    api = client.ApiClient(configuration)
+    # No call may hang for ever on an apiserver that went away mid-request (a
+    # restart, a partition): every request of this client has a deadline.
+    api.rest_client.pool_manager.connection_pool_kw["timeout"] = REQUEST_TIMEOUT
+    return api
+
+
+def load_configuration(kubeconfig: str | None = None) -> client.Configuration:
+    """The cluster and credentials of ``kubeconfig``, ``$KUBECONFIG``, the pod's
+    service account when running in a pod, else ``~/.kube/config``;
+    :class:`ClusterConfigError` when that cannot be read.
+
+    In a pod, the apiserver's address is ``$KUBERNETES_SERVICE_HOST`` and ``_PORT``,
+    which the kubelet sets in every pod, as client-go's in-cluster configuration takes
+    it: no cluster DNS is needed to reach the apiserver."""
     configuration = client.Configuration()
     path = kubeconfig or os.environ.get("KUBECONFIG")
     if not path and os.environ.get("KUBERNETES_SERVICE_HOST"):
@@ -95,12 +110,7 @@ def api_client(kubeconfig: str | None = None) -> client.ApiClient:
             raise ClusterConfigError(f"cannot use the pod's service account: {error}") from None
     else:
         _load_kubeconfig(path or DEFAULT_KUBECONFIG, configuration)
-    configuration.connection_pool_maxsize = 64
-    api = client.ApiClient(configuration)
-    # No call may hang for ever on an apiserver that went away mid-request (a
-    # restart, a partition): every request of this client has a deadline.
-    api.rest_client.pool_manager.connection_pool_kw["timeout"] = REQUEST_TIMEOUT
-    return api
+    return configuration
 
 
 def _load_kubeconfig(paths: str, configuration: client.Configuration) -> None:
