@@ -328,6 +328,7 @@ class Shell:
         dry_run: bool = False,
         now: datetime.datetime = T0,
         slurm: SlurmWatch | None = None,
+        identity: str = "",
     ) -> None:
         self.now = now
         self.leading = True
@@ -338,7 +339,9 @@ class Shell:
         self.remediator = FakeRemediator(self.cluster, fails=remediator_fails)
         self.requeued: list[tuple[str, float]] = []
         self.pool = pool or InlinePool()
-        settings = OperatorSettings(dry_run=dry_run, leader=LeaderSettings(election=False))
+        settings = OperatorSettings(
+            dry_run=dry_run, leader=LeaderSettings(election=False, identity=identity)
+        )
         remediators: dict[RemediationAction, Remediator] = dict.fromkeys(
             RemediationAction, self.remediator
         )

@@ -12,8 +12,11 @@ key (a reset Job by name, a webhook by Idempotency-Key): the old leader may have
 died, or lost the apiserver, between the intent and the call, and a start the
 API never saw must not wait out the rung's timeout (the chaos suite's apiserver
 restarts found exactly that). A reboot is not repeated: its evidence or its
-timeout decides. Remediators (slow peers: BMCs, webhooks) run on a pool of their
-own, so a BMC that takes a minute never delays the next cordon.
+timeout decides. The same holds for the eviction of the operator's own pod, which
+a drain makes last and alone (:mod:`pitcrew.core.lifecycle.draining`): the status
+that says so is written before the eviction ends this process. Remediators (slow
+peers: BMCs, webhooks) run on a pool of their own, so a BMC that takes a minute
+never delays the next cordon.
 
 Dry run (global flag or per policy) executes nothing against Nodes, Pods,
 Jobs or remediators; it records each would-be action once as an Event and
@@ -283,9 +286,8 @@ class Executor:
         status = plan.decision.status
         try:
             self._still_leading(plan.node)
-            remediations = [x for x in plan.decision.actions if isinstance(x, a.Remediate)]
-            if remediations and not plan.dry_run:
-                self._write_status(plan.node, status)  # intent first: see module docstring
+            if any(map(_intent_first, plan.decision.actions)) and not plan.dry_run:
+                self._write_status(plan.node, status, intent=True)  # the module docstring
             for action in plan.decision.actions:
                 self._still_leading(plan.node)
                 status = self._perform(plan, action, status)
@@ -625,12 +627,14 @@ class Executor:
             self._remediation_errors[key] = error[:1024]
         self.requeue(node, 0)
 
-    def _write_status(self, node: str, status: GPUNodeStatus) -> None:
+    def _write_status(self, node: str, status: GPUNodeStatus, *, intent: bool = False) -> None:
         """Write what changed. A drain's progress alone (pods left, evicted, the budget
         it waits for) is written at most every :data:`PROGRESS_EVERY`, longer when
         many drains run (:func:`progress_every`): fifty drains woken by every budget
         change would otherwise write once per eviction. Until then :meth:`known`
-        hands it to the next decision, which writes it."""
+        hands it to the next decision, which writes it. An ``intent`` (written before
+        the actions, :func:`_intent_first`) is never held: the process may not live
+        to the next decision."""
         owned = gpunodes.AGENT_FIELDS | gpunodes.PROBE_FIELDS | gpunodes.PRE_PULL_FIELDS
         fields = gpunodes.status_fields(status, exclude=owned)
         current = self.store.status(node)
@@ -643,7 +647,8 @@ class Executor:
             last = self._progress_written.get(node)
             every = self._every()
             hold = (
-                last is not None
+                not intent
+                and last is not None
                 and now - last < every
                 and _same_drain(current, status)
                 and gpunodes.status_fields(
@@ -664,6 +669,14 @@ class Executor:
                 self._progress_written.pop(node, None)
             else:
                 self._progress_written[node] = now
+
+
+def _intent_first(action: a.Action) -> bool:
+    """Whether the plan's status must be written before ``action``: a remediation, or
+    the eviction (or deletion) of the operator's own pod, which ends this process."""
+    if isinstance(action, a.Remediate):
+        return True
+    return isinstance(action, a.Evict | a.ForceDelete) and any(p.operator for p in action.pods)
 
 
 def _never_message(chosen: EvictionPlan, policy: PolicyView) -> str:

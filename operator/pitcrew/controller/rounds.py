@@ -54,7 +54,7 @@ from pitcrew.controller.executor import Executor, Plan
 from pitcrew.controller.lanes import Pool
 from pitcrew.controller.policy_status import PolicyStatusWriter
 from pitcrew.controller.ports import Cluster
-from pitcrew.controller.settings import OperatorSettings
+from pitcrew.controller.settings import OperatorSettings, operator_pod
 from pitcrew.controller.slurm import SlurmWatch
 from pitcrew.controller.store import Store
 from pitcrew.core import actions as a
@@ -140,6 +140,7 @@ class RoundLoop:
         self.settings = settings
         self.clock = clock
         self.slurm = slurm
+        self.operator_pod = operator_pod(settings)
         self.dirty: set[str] = set()
         self.resync: set[str] = set()
         self.in_flight: set[str] = set()
@@ -558,6 +559,7 @@ class RoundLoop:
             slurmd=slurmd,
             namespace=self.settings.namespace,
             seen=self.store.checkpoints_seen,
+            operator_pod=self.operator_pod,
         )
         return replace(view, slurm=slurm, maintenance=maintenance)
 

@@ -12,7 +12,7 @@ import socket
 from pitcrew.api.settings import JobSettings, OperatorSettings
 from pitcrew.kube.jobs import JobPods
 
-__all__ = ["OperatorSettings", "identity", "job_pods"]
+__all__ = ["OperatorSettings", "identity", "job_pods", "operator_pod"]
 
 
 def job_pods(jobs: JobSettings) -> JobPods:
@@ -25,3 +25,9 @@ def identity(settings: OperatorSettings) -> str:
     In a pod it is the pod's name: the chart passes ``$(POD_NAME)``, and a pod's host
     name is its name too."""
     return settings.leader.identity or socket.gethostname()
+
+
+def operator_pod(settings: OperatorSettings) -> str:
+    """``namespace/name`` of the pod this process runs in, when it runs in one: the pod
+    of its identity in its namespace. Outside a pod no pod has that key."""
+    return f"{settings.namespace}/{identity(settings)}"

@@ -68,12 +68,14 @@ def pod_view(
     slurmd: bool = False,
     namespace: str = "",
     seen: Mapping[str, datetime.datetime] | None = None,
+    operator_pod: str = "",
 ) -> PodView:
     """``checkpoints``: each training job's last checkpoint (``namespace/job``) as its
     rank 0 reports it; a pod of the job checkpointed then, though only rank 0 says so.
     ``namespace``: the operator's, where its own Jobs' pods run (:func:`own_job`).
     ``seen``: when the operator saw each pod's ``pitcrew.dev/checkpoint-at`` change, by
-    its own clock (the store's); without it, the annotation's time, the node's clock."""
+    its own clock (the store's); without it, the annotation's time, the node's clock.
+    ``operator_pod``: ``namespace/name`` of the pod the operator runs in, if any."""
     meta = pod.get("metadata", {})
     owners = meta.get("ownerReferences") or []
     controller = next((o for o in owners if o.get("controller")), owners[0] if owners else {})
@@ -117,6 +119,7 @@ def pod_view(
         disruption=disruption,
         grace_seconds=int((pod.get("spec") or {}).get("terminationGracePeriodSeconds") or 30),
         progress_lost=bool(job) and annotations.get(PROGRESS_LOST_ANNOTATION) == "true",
+        operator=bool(operator_pod) and object_key(pod) == operator_pod,
     )
 
 
@@ -132,9 +135,11 @@ def node_view(
     slurmd: str = "",
     namespace: str = "",
     seen: Mapping[str, datetime.datetime] | None = None,
+    operator_pod: str = "",
 ) -> NodeView:
     """``slurmd``: the ``namespace/name`` of the pod that runs the node's slurmd;
-    ``namespace``: the operator's, where its own Jobs' pods run (:func:`own_job`)."""
+    ``namespace``: the operator's, where its own Jobs' pods run (:func:`own_job`);
+    ``operator_pod``: the pod the operator runs in (:func:`pod_view`)."""
     meta = node.get("metadata", {})
     spec = node.get("spec") or {}
     conditions = (node.get("status") or {}).get("conditions") or []
@@ -151,7 +156,14 @@ def node_view(
         ),
         ready=ready,
         pods=tuple(
-            pod_view(p, checkpoints, slurmd=slurmd == object_key(p), namespace=namespace, seen=seen)
+            pod_view(
+                p,
+                checkpoints,
+                slurmd=slurmd == object_key(p),
+                namespace=namespace,
+                seen=seen,
+                operator_pod=operator_pod,
+            )
             for p in pods
         ),
         gpus=gpu_capacity(node),

@@ -78,6 +78,9 @@ class PodView:
     node_selector: tuple[tuple[str, str], ...] = ()
     """Of a pod waiting for capacity: its ``nodeSelector`` (a spare lent to it must carry
     these labels)."""
+    operator: bool = False
+    """The pod this operator runs in: a drain evicts it last, alone, after its status is
+    written (:func:`pitcrew.core.lifecycle.draining.draining`)."""
 
     @property
     def key(self) -> str:

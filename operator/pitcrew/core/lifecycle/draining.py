@@ -105,6 +105,7 @@ def draining(b: Builder) -> None:
     if not pending:
         begin_remediation(b)
         return
+    workload = _operator_last(workload, pending)
     timed_out = drain_spec.on_timeout is not DrainTimeoutAction.WAIT and elapsed(
         b, drain.started_at, drain_spec.timeout
     )
@@ -121,7 +122,7 @@ def draining(b: Builder) -> None:
     if not timed_out:
         workload = _lost_anyway(b, workload)
         if workload:
-            b.actions.append(a.Evict(pods=workload, message=f"evicting {len(workload)} pods"))
+            b.actions.append(a.Evict(pods=workload, message=_evicting(workload)))
     elif drain_spec.on_timeout is DrainTimeoutAction.FORCE:
         b.actions.append(
             a.ForceDelete(
@@ -132,6 +133,29 @@ def draining(b: Builder) -> None:
         )
     else:
         _remediate_anyway(b, "DrainTimeoutEscalate", f"{len(workload)} pods left")
+
+
+def _operator_last(workload: tuple[PodView, ...], pending: list[str]) -> tuple[PodView, ...]:
+    """The pods to move now: the operator's own pod only once nothing else is left.
+
+    The operator evicting its own pod ends itself (the leader) in the middle of the
+    plan: evicted beside the others, it may die before their eviction or the drain's
+    status is written, and the next leader would find a drain half done and not
+    recorded. Evicted last and alone, its plan is one whose status goes first
+    (:mod:`pitcrew.controller.executor`): the next leader (a standby, or this pod's
+    replacement elsewhere) reads a drain whose only pending pod is the old leader,
+    and goes on from there. The operator's budget (the chart's, ``maxUnavailable: 1``)
+    holds that eviction until another replica is ready."""
+    mine = tuple(p for p in workload if p.operator)
+    if mine and len(pending) > len(mine):
+        return tuple(p for p in workload if not p.operator)
+    return workload
+
+
+def _evicting(workload: tuple[PodView, ...]) -> str:
+    if len(workload) == 1 and workload[0].operator:
+        return f"evicting the operator's own pod {workload[0].key}, last"
+    return f"evicting {len(workload)} pods"
 
 
 def _lost_anyway(b: Builder, workload: tuple[PodView, ...]) -> tuple[PodView, ...]:
