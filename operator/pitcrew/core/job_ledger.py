@@ -46,7 +46,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from itertools import groupby
-from operator import attrgetter, itemgetter
+from operator import itemgetter
 from typing import NamedTuple
 
 PRODUCTIVE, WASTED, RECOVERY, WAITING = "productive", "wasted", "recovery", "waiting"
@@ -61,7 +61,9 @@ that shows progress was written before the loss: a job makes none after losing a
 pod until it has restarted, which takes longer than a second."""
 
 
-_STOPPED_AT = attrgetter("stopped_at")
+def _stopped_at(pod: tuple[JobPod, str]) -> datetime.datetime | None:
+    """When a pod (with its key) stopped: the pods of one loss share it."""
+    return pod[0].stopped_at
 
 
 class Cause(StrEnum):
@@ -171,6 +173,10 @@ class _Pods:
     again, so such a tick costs nothing per pod."""
 
     pods: tuple[JobPod, ...]
+    order: list[str]
+    """Each pod's key, in the order of ``pods``."""
+    by_key: dict[str, JobPod]
+    """Every pod, gone or not, by key."""
     present: dict[str, JobPod]
     """The pods not gone, by key."""
     keys: frozenset[str]
@@ -190,15 +196,14 @@ class _Pods:
 
     @classmethod
     def of(cls, pods: tuple[JobPod, ...]) -> _Pods:
-        present: dict[str, JobPod] = {}
-        keys: set[str] = set()
+        order = [pod.uid or pod.name for pod in pods]
+        by_key = dict(zip(order, pods, strict=True))
+        present = by_key
         alive = live = gpus = 0
         peak = 0.0
         started: datetime.datetime | None = None
         latest: datetime.datetime | None = None
         for pod in pods:
-            key = pod.key
-            keys.add(key)
             start = pod.started_at
             if start and (latest is None or start > latest):
                 latest = start
@@ -208,7 +213,6 @@ class _Pods:
                     peak += pod.gpus * pod.peak_flops_per_gpu
             if pod.gone:
                 continue
-            present[key] = pod
             if pod.running:
                 alive += 1
                 live += 1
@@ -216,10 +220,14 @@ class _Pods:
                     started = start
             elif pod.stopped_at is None:
                 alive += 1
+        if any(pod.gone for pod in pods):
+            present = {key: pod for key, pod in zip(order, pods, strict=True) if not pod.gone}
         return cls(
             pods=pods,
+            order=order,
+            by_key=by_key,
             present=present,
-            keys=frozenset(keys),
+            keys=frozenset(order),
             alive=alive,
             live=live,
             started=started,
@@ -307,11 +315,12 @@ class JobLedger:
         # What the job shows, in the order it happened: its reports (rank 0's last words
         # from a pod already gone among them) and its pods' stops. The very pods of the
         # previous tick show no stop or restart it has not taken already.
-        for _, _, event in self._events(observation, now, pods=() if same else observation.pods):
+        read = () if same else zip(observation.pods, pods.order, strict=True)
+        for _, _, event in self._events(observation, now, pods=read):
             if isinstance(event, Progress):
                 self._report(event, observation, pods, out)
             else:
-                self._stopped(event, observation, now, out)
+                self._stopped(event, observation, pods, now, out)
         self._now(observation, pods, now, out, same=same)
         if not same:
             self.pods = pods.present
@@ -324,26 +333,30 @@ class JobLedger:
         return out
 
     def _events(
-        self, observation: JobObservation, now: datetime.datetime, *, pods: Iterable[JobPod]
-    ) -> list[tuple[datetime.datetime, int, Progress | list[JobPod]]]:
+        self,
+        observation: JobObservation,
+        now: datetime.datetime,
+        *,
+        pods: Iterable[tuple[JobPod, str]],
+    ) -> list[tuple[datetime.datetime, int, Progress | list[tuple[JobPod, str]]]]:
         """Reports and pod stops, in the order they happened (pods that show a stop at
         the same time, in their order). Pods that stopped at one instant, one after the
         other in that order, come as one event: the pods of one loss, as a job's restart
         stops every pod at once."""
-        events: list[tuple[datetime.datetime, int, Progress | list[JobPod]]] = []
+        events: list[tuple[datetime.datetime, int, Progress | list[tuple[JobPod, str]]]] = []
         for report in {*observation.reports, observation.progress}:
             if report is not None and (self.newest is None or report.time > self.newest):
                 events.append((report.time, 0, report))
         used, before_pods = self.used, self.pods
         shown: dict[datetime.datetime, datetime.datetime] = {}  # the pods of a loss share it
-        lost: dict[datetime.datetime, list[JobPod]] = {}
-        for pod in pods:
+        lost: dict[datetime.datetime, list[tuple[JobPod, str]]] = {}
+        for pod, key in pods:
             stopped = pod.stopped_at
             if pod.running or stopped is None:
-                before = before_pods.get(pod.uid or pod.name)
+                before = before_pods.get(key)
                 if before is None or pod.restarts <= before.restarts:
                     continue
-            elif used.get(pod.uid or pod.name) == stopped:
+            elif used.get(key) == stopped:
                 continue
             if stopped is None:
                 when = now
@@ -351,9 +364,9 @@ class JobLedger:
                 when = shown.get(stopped) or shown.setdefault(
                     stopped, min(stopped + SECOND_END, now)
                 )
-            lost.setdefault(when, []).append(pod)
+            lost.setdefault(when, []).append((pod, key))
         for when, together in lost.items():
-            events.extend((when, 1, list(loss)) for _, loss in groupby(together, _STOPPED_AT))
+            events.extend((when, 1, list(loss)) for _, loss in groupby(together, _stopped_at))
         events.sort(key=itemgetter(0, 1))
         return events
 
@@ -381,20 +394,25 @@ class JobLedger:
         self._measure(report)
 
     def _stopped(
-        self, pods: list[JobPod], observation: JobObservation, now: datetime.datetime, out: Tick
+        self,
+        loss: list[tuple[JobPod, str]],
+        observation: JobObservation,
+        pods: _Pods,
+        now: datetime.datetime,
+        out: Tick,
     ) -> None:
-        """Pods that showed a stop at one instant, in order. The first to stop a running
-        job interrupts it. Each one after that is a loss of its own only if it ran with
-        every pod the job needs: it had started, and so had enough others that had not
-        stopped by then (a pod stopping in the same instant is part of the same loss).
-        That count is the instant's, so a job's restart, which stops every pod at once,
-        costs one count, not one per pod."""
-        stopped = pods[0].stopped_at
+        """Pods (with their keys) that showed a stop at one instant, in order. The first
+        to stop a running job interrupts it. Each one after that is a loss of its own
+        only if it ran with every pod the job needs: it had started, and so had enough
+        others that had not stopped by then (a pod stopping in the same instant is part
+        of the same loss). That count is the instant's, so a job's restart, which stops
+        every pod at once, costs one count, not one per pod."""
+        stopped = loss[0][0].stopped_at
         at = min(stopped or now, now)
         if stopped is not None:
-            self.used.update((pod.key, stopped) for pod in pods)
+            self.used.update(dict.fromkeys((key for _, key in loss), stopped))
         whole: bool | None = None
-        for pod in pods:
+        for pod, _ in loss:
             if self.state is State.RUNNING:
                 if at + SECOND_END < (self.since or at):
                     return  # the same for the rest of them
@@ -403,7 +421,7 @@ class JobLedger:
             if stopped is None:
                 return
             if whole is None:
-                whole = self._running_at(stopped, observation) + 1 >= self.size
+                whole = self._running_at(stopped, pods) + 1 >= self.size
             if not whole:
                 return  # none of them ran with the whole job
             if pod.started_at is not None and pod.started_at < stopped:
@@ -477,16 +495,15 @@ class JobLedger:
         out.interruptions.append(cause)
         self.state, self.cause = State.DOWN, cause
 
-    def _running_at(self, at: datetime.datetime, observation: JobObservation) -> int:
+    def _running_at(self, at: datetime.datetime, pods: _Pods) -> int:
         """Pods that had started before ``at`` and not stopped by then; a pod stopping at
         ``at`` is not among them. Counted once per instant and tick: the pods of one
         loss all stop at one instant, and counting per pod would cost pods squared."""
         count = self._alive.get(at)
         if count is None:
-            pods = {**self.pods, **{p.key: p for p in observation.pods}}
             count = sum(
                 1
-                for p in pods.values()
+                for p in {**self.pods, **pods.by_key}.values()
                 if p.started_at is not None
                 and p.started_at < at
                 and (p.stopped_at is None or p.stopped_at > at)

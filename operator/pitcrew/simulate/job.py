@@ -31,8 +31,12 @@ healthy one's. What the pace costs is counted here (``slowed``).
 from __future__ import annotations
 
 import bisect
+import datetime
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from itertools import repeat
+from operator import add
 from typing import Protocol
 
 from pitcrew.core.job_ledger import Cause, JobLedger, JobObservation, JobPod, Progress
@@ -558,30 +562,40 @@ class Job:
 
     def _pods_running(self) -> None:
         self.pods_up = True
-        now = at(self.clock.now)
-        self._pods = [
-            JobPod(p.name, True, p.node, p.gpus, uid=p.uid, restarts=p.restarts, started_at=now)
-            for p in self._pods
-        ]
-        self._pods_read = None
+        self._rebuild(running=True)
 
     def _stop_pods(self) -> None:
         """Every container exits (the launcher restarts them): a restart each."""
         self.pods_up = False
+        self._rebuild(running=False)
+
+    def _rebuild(self, *, running: bool) -> None:
+        """Every pod again, now running (started now) or stopped (now, a restart each),
+        built column by column: at every restart of a job of thousands of pods, without
+        a Python call per pod (``JobPod`` is a tuple of its fields in this order)."""
         now = at(self.clock.now)
-        self._pods = [
-            JobPod(
-                p.name,
-                False,
-                p.node,
-                p.gpus,
-                uid=p.uid,
-                restarts=p.restarts + 1,
-                started_at=p.started_at,
-                stopped_at=now,
-            )
-            for p in self._pods
-        ]
+        name, _, node, gpus, _, uid, _, restarts, was_started, _, _ = zip(*self._pods, strict=True)
+        restarted: Iterable[int] = restarts
+        started: Iterable[datetime.datetime | None] = was_started
+        stopped: Iterable[datetime.datetime | None] = repeat(now)
+        if running:
+            started, stopped = repeat(now), repeat(None)
+        else:
+            restarted = map(add, restarts, repeat(1))
+        columns = zip(
+            name,
+            repeat(running),
+            node,
+            gpus,
+            repeat(None),
+            uid,
+            repeat(None),
+            restarted,
+            started,
+            stopped,
+            repeat(False),
+        )
+        self._pods = list(map(JobPod._make, columns))
         self._pods_read = None
 
     def _checkpointing_so_far(self) -> float:

@@ -501,9 +501,13 @@ class PodByPod(JobLedger):
     """The ledger reading each pod's stop as an event of its own."""
 
     def _events(
-        self, observation: JobObservation, now: datetime.datetime, *, pods: Iterable[JobPod]
-    ) -> list[tuple[datetime.datetime, int, Progress | list[JobPod]]]:
-        split: list[tuple[datetime.datetime, int, Progress | list[JobPod]]] = []
+        self,
+        observation: JobObservation,
+        now: datetime.datetime,
+        *,
+        pods: Iterable[tuple[JobPod, str]],
+    ) -> list[tuple[datetime.datetime, int, Progress | list[tuple[JobPod, str]]]]:
+        split: list[tuple[datetime.datetime, int, Progress | list[tuple[JobPod, str]]]] = []
         for when, kind, event in super()._events(observation, now, pods=pods):
             if isinstance(event, Progress):
                 split.append((when, kind, event))
