@@ -45,7 +45,6 @@ import datetime
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from itertools import groupby
 from operator import itemgetter
 from typing import NamedTuple
 
@@ -59,11 +58,6 @@ SECOND_END = SLACK / 2
 ordering it against reports it goes at that second's end. A report in the same second
 that shows progress was written before the loss: a job makes none after losing a
 pod until it has restarted, which takes longer than a second."""
-
-
-def _stopped_at(pod: tuple[JobPod, str]) -> datetime.datetime | None:
-    """When a pod (with its key) stopped: the pods of one loss share it."""
-    return pod[0].stopped_at
 
 
 class Cause(StrEnum):
@@ -342,14 +336,15 @@ class JobLedger:
         """Reports and pod stops, in the order they happened (pods that show a stop at
         the same time, in their order). Pods that stopped at one instant, one after the
         other in that order, come as one event: the pods of one loss, as a job's restart
-        stops every pod at once."""
+        stops every pod at once. How they are cut into events does not change what
+        :meth:`_stopped` finds, only what it costs."""
         events: list[tuple[datetime.datetime, int, Progress | list[tuple[JobPod, str]]]] = []
         for report in {*observation.reports, observation.progress}:
             if report is not None and (self.newest is None or report.time > self.newest):
                 events.append((report.time, 0, report))
         used, before_pods = self.used, self.pods
-        shown: dict[datetime.datetime, datetime.datetime] = {}  # the pods of a loss share it
-        lost: dict[datetime.datetime, list[tuple[JobPod, str]]] = {}
+        loss: list[tuple[JobPod, str]] | None = None
+        lost_at: datetime.datetime | None = None
         for pod, key in pods:
             stopped = pod.stopped_at
             if pod.running or stopped is None:
@@ -358,16 +353,12 @@ class JobLedger:
                     continue
             elif used.get(key) == stopped:
                 continue
-            if stopped is None:
-                when = now
-            else:
-                when = shown.get(stopped) or shown.setdefault(
-                    stopped, min(stopped + SECOND_END, now)
-                )
-            lost.setdefault(when, []).append((pod, key))
-        for when, together in lost.items():
-            events.extend((when, 1, list(loss)) for _, loss in groupby(together, _stopped_at))
-        events.sort(key=itemgetter(0, 1))
+            if loss is None or stopped != lost_at:
+                loss, lost_at = [], stopped
+                when = now if stopped is None else min(stopped + SECOND_END, now)
+                events.append((when, 1, loss))
+            loss.append((pod, key))
+        events.sort(key=itemgetter(0, 1))  # stable: pods of one time stay in their order
         return events
 
     # -- the events -----------------------------------------------------------------------

@@ -60,7 +60,7 @@ from pitcrew.core import node_edits
 from pitcrew.core.agent_config import agent_checks
 from pitcrew.core.breaker import Breaker, next_breaker
 from pitcrew.core.breaker import Transition as BreakerTransition
-from pitcrew.core.evidence import worst_finding
+from pitcrew.core.evidence import Finding, worst_finding
 from pitcrew.core.fleet import Summary, summarize
 from pitcrew.core.hangs import Heartbeat, RankPod, judge
 from pitcrew.core.job_ledger import Progress, RankTime
@@ -342,6 +342,7 @@ class Operator:
             return
         nodes = [n for n in job.ranks if n is not None]
         step_seconds = job.step * job.pace
+        now, hung = self.clock.datetime, at(since)
         pods = [
             RankPod(
                 key=f"{JOB_NAME}-{rank}",
@@ -350,9 +351,9 @@ class Operator:
                 heartbeat=Heartbeat(
                     rank=rank,
                     step=2,
-                    time=at(since),
+                    time=hung,
                     step_seconds=step_seconds,
-                    beat=at(since) if _froze(node) else self.clock.datetime,
+                    beat=hung if _froze(node) else now,
                 ),
             )
             for rank, node in enumerate(job.ranks)
@@ -362,8 +363,8 @@ class Operator:
             JOB_NAME,
             pods,
             self.spec.hangs,
-            now=self.clock.datetime,
-            findings={n.name: found.reason for n in nodes if (found := worst_finding(n.status))},
+            now=now,
+            findings={n.name: found.reason for n in nodes if (found := finding(n))},
             stragglers={n.name: n.straggler for n in nodes if n.straggler},
         )
         if verdict.hang is None:
@@ -707,6 +708,16 @@ class Operator:
         if fault.rng.random() < self.assumptions.probe_finds_hidden:
             return crash
         return None
+
+
+def finding(node: Node) -> Finding | None:
+    """The node's worst finding (``core.evidence.worst_finding``), read again only when
+    its status is another: a hung job's check reads every node of the job, and a
+    status is replaced, never changed in place, far less often than that."""
+    read = node.finding
+    if read is None or read[0] is not node.status:
+        read = node.finding = (node.status, worst_finding(node.status))
+    return read[1]
 
 
 def _froze(node: Node) -> bool:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from pitcrew.api.gpunode import AgentChecks, GPUNodeStatus, Phase, Transition
+from pitcrew.core.evidence import Finding
 from pitcrew.core.views import NodeView
 from pitcrew.simulate.mix import Fault
 
@@ -85,6 +86,9 @@ class Node:
     hang: str = ""
     """The hung job's verdict blaming this node (``NodeState.hang``), while its rank runs
     here."""
+    finding: tuple[GPUNodeStatus, Finding | None] | None = field(default=None, repr=False)
+    """The worst finding of a status, with the status it was read from
+    (:func:`pitcrew.simulate.control.finding`)."""
     exposure: int = 0
     """Generation of the job's stretches on this slow node: a verdict counts the reports
     of one stretch."""

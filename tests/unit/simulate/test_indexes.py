@@ -9,8 +9,12 @@ spares reserved for the job), for every kind of cluster.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from pitcrew.core.evidence import worst_finding
+from pitcrew.simulate.control import Operator, finding
 from pitcrew.simulate.job import Job
 from pitcrew.simulate.node import Node
 from pitcrew.simulate.run import run
@@ -48,3 +52,26 @@ def test_the_launcher_sees_every_node_that_refuses_its_pod_and_every_rank_withou
     for contender in (*baselines(), Contender(DEFAULTS, with_spares(default_spec(), 3))):
         run(BUSY, contender)
     assert restarts > 50
+
+
+def test_a_nodes_finding_read_once_per_status_is_the_one_its_status_has(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A hung job's check reads every node's worst finding, kept with the status it was
+    read from: at every check each is what a fresh read of the node's status finds."""
+    checks = found = 0
+    hang_check = Operator._hang_check
+
+    def checked(operator: Operator, epoch: int, since: float) -> None:
+        nonlocal checks, found
+        checks += 1
+        for node in operator.world.nodes:
+            assert finding(node) == worst_finding(node.status)
+            found += finding(node) is not None
+        hang_check(operator, epoch, since)
+
+    monkeypatch.setattr(Operator, "_hang_check", checked)
+    hangs = replace(BUSY.realism, hang_share=0.9)
+    run(replace(BUSY, realism=hangs), Contender(DEFAULTS, with_spares(default_spec(), 3)))
+    assert checks > 10
+    assert found > 0
