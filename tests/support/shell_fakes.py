@@ -16,7 +16,7 @@ from gpuhealth.report import CheckResult, CheckStatus, FaultClass, RecommendedAc
 from pitcrew.api.gpunode import ChecksStatus, GPUNodeStatus, Phase
 from pitcrew.api.policy import RemediationAction
 from pitcrew.api.settings import LeaderSettings, OperatorSettings
-from pitcrew.api.vocabulary import GPU_RESOURCE
+from pitcrew.api.vocabulary import GPU_RESOURCE, RESTART_REQUESTED_ANNOTATION
 from pitcrew.controller.executor import Executor as PlanExecutor
 from pitcrew.controller.lanes import Pool
 from pitcrew.controller.policy_status import PolicyStatusWriter
@@ -146,6 +146,17 @@ class FakeCluster:
     def tolerate(self, pods: Iterable[PodView], *, taint: str, value: str) -> list[str]:
         keys = [p.key for p in pods]
         self.calls.append(("tolerate", (keys, taint, value)))
+        return keys
+
+    def request_restart(self, pods: Iterable[tuple[str, str, str]], *, value: str) -> list[str]:
+        """Records the request and puts each pod back annotated, as its watch would."""
+        keys = [f"{namespace}/{name}" for namespace, name, _ in pods]
+        self.calls.append(("request_restart", (keys, value)))
+        for key in keys:
+            pod = copy.deepcopy(self.store.pods[key])
+            pod["metadata"].setdefault("annotations", {})[RESTART_REQUESTED_ANNOTATION] = value
+            pod["metadata"]["resourceVersion"] = version()
+            self.store.put("pod", pod)
         return keys
 
     def create_job(self, job: Object) -> bool:

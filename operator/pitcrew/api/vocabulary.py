@@ -73,6 +73,13 @@ with their own grace period and their budget's leave."""
 FAST_GRACE_SECONDS: Final = 1
 """The grace period of a pod deleted at once (:data:`PROGRESS_LOST_ANNOTATION`): the
 kubelet stops it, it is not removed from the API before it stopped (0 would)."""
+RESTART_REQUESTED_ANNOTATION: Final = f"{PREFIX}/restart-requested"
+"""Written by the operator on the surviving pods of a training job whose node it takes
+out, where their containers declare a ``RestartAllContainers`` restart rule: the start
+(RFC 3339) of the drain that took the node. The training hook
+(:mod:`pitcrew.client.restart`) exits with the rule's exit code on a request newer than
+its process, and the kubelet restarts the pod's containers in place
+(:mod:`pitcrew.core.in_place`)."""
 MAINTENANCE_REASON: Final = "Maintenance"
 """The reason a node is taken out for a maintenance window (Suspect, then Draining)."""
 STRAGGLER_REASON: Final = "Straggler"

@@ -69,6 +69,7 @@ from typing import Any, ParamSpec
 from pitcrew.client.background import BackgroundReporter
 from pitcrew.client.progress import ProgressReporter, Timing
 from pitcrew.client.ranks import Paces
+from pitcrew.client.restart import RestartWatcher
 
 try:
     import torch
@@ -226,6 +227,14 @@ class TrainingReporter:
             )
         if self.reporter is not None:
             self.reporter.start()  # a new process: starting, not hung, until it steps
+        self.restarts: RestartWatcher | None = None
+        """Exits this process when Pitcrew asks its pod to restart in place (the pod's
+        first rank watches, where the pod declares a ``RestartAllContainers`` rule)."""
+        if self.reporter is not None and not self.reporter.slurm_job:
+            self.restarts = RestartWatcher(
+                pod=self.reporter.pod, namespace=self.reporter.namespace, core=self.reporter.core
+            )
+            self.restarts.start()
         self.timer = ComputeTimer()
         self.every = FIRST_GATHER
         self.paces: Paces | None = None
@@ -283,6 +292,8 @@ class TrainingReporter:
         """At the end of training: say so on this rank's heartbeat (the process may run
         on without steps, and is no hang), and wait at most ``timeout`` seconds for the
         last reports to be written."""
+        if self.restarts is not None:
+            self.restarts.stop()  # training ended: nothing left to restart for
         if self.reporter is not None:
             self.reporter.finish()
         if isinstance(self.reporter, BackgroundReporter):

@@ -397,7 +397,7 @@ class ProgressReporter:
             elif self.slurm_job:
                 return True  # under Slurm the heartbeat has no pod to go on
             else:
-                self._core().patch_namespaced_pod(
+                self.core().patch_namespaced_pod(
                     self.pod,
                     self.namespace,
                     {"metadata": {"annotations": annotations}},
@@ -422,7 +422,9 @@ class ProgressReporter:
         self._ranks = None  # one gathering counts in one report, never twice
         return True
 
-    def _core(self) -> Any:
+    def core(self) -> Any:
+        """The ``CoreV1Api`` this reporter writes its pod with, made on first use (the
+        restart watcher reads the pod with it too)."""
         if self._api is None:
             from kubernetes import client, config  # noqa: PLC0415 - only when reporting
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 from typing import assert_never
 
 from pitcrew.api.errors import PitcrewError
-from pitcrew.api.gpunode import GPUNodeStatus
+from pitcrew.api.gpunode import GPUNodeStatus, Phase
 from pitcrew.api.policy import DrainTimeoutAction, RemediationAction
 from pitcrew.api.vocabulary import LAST_REMEDIATION, RESERVED_TAINT, SPARE_TAINT, account_name
 from pitcrew.controller import metrics
@@ -44,19 +44,23 @@ from pitcrew.controller.settings import OperatorSettings, job_pods
 from pitcrew.controller.slurm import SlurmWatch
 from pitcrew.controller.store import Store
 from pitcrew.core import actions as a
+from pitcrew.core import in_place
 from pitcrew.core.budgets import BudgetLedger, EvictionPlan
-from pitcrew.core.convert import gpu_capacity
+from pitcrew.core.convert import gpu_capacity, training_job
 from pitcrew.core.lifecycle import Decision
 from pitcrew.core.node_edits import NodeAction
 from pitcrew.core.port_types import Backoff
 from pitcrew.core.views import PolicyView
 from pitcrew.kube import gpunodes, jobs
-from pitcrew.kube.events import node_ref
+from pitcrew.kube.events import node_ref, pod_ref
 from pitcrew.remediators import RemediationError, RemediationRequest, Remediator
 from pitcrew.slurm.control import SlurmError
 
 logger = logging.getLogger(__name__)
 RETRY_FIRST, RETRY_MAX = 0.5, 60.0
+TAKEN = frozenset({Phase.DRAINING, Phase.REMEDIATING, Phase.RETIRED})
+"""Phases of a node whose pods Pitcrew removes or removed: a job's pods there are the
+ones replaced, never asked to restart in place."""
 Clock = Callable[[], datetime.datetime]
 Requeue = Callable[[str, float], None]
 """Decide ``node`` again after ``seconds`` (0: in the next round); any thread."""
@@ -364,6 +368,8 @@ class Executor:
                 self._event(
                     node, action.reason, f"{action.message}: {', '.join(deleted)}", warning=True
                 )
+            case a.RestartInPlace():
+                self._restart_in_place(node, action)
             case a.StartProbe():
                 self._start_probe(plan, action)
             case a.SetSlurmState():
@@ -538,6 +544,35 @@ class Executor:
                 return False
             said[1].add(what)
         return True
+
+    def _restart_in_place(self, node: str, action: a.RestartInPlace) -> None:
+        """The job's pods elsewhere that :func:`~pitcrew.core.in_place.survivors` picks,
+        from the cache, asked to restart in place; an Event on each pod asked and one on
+        the Node. Nodes whose drain began are the ones whose pods are replaced."""
+        taken = {name for name in self.store.nodes if self.store.summary(name).phase in TAKEN}
+        members = [
+            in_place.member(pod)
+            for pod in list(self.store.pods.values())
+            if (pod.get("metadata") or {}).get("namespace") == action.namespace
+            and (identity := training_job(pod)) is not None
+            and identity.name == action.job
+        ]
+        chosen = in_place.survivors(members, since=action.since, taken=taken | {node})
+        if not chosen:
+            return
+        asked = set(
+            self.cluster.request_restart(
+                [(m.namespace, m.name, m.uid) for m in chosen], value=in_place.encode(action.since)
+            )
+        )
+        metrics.RESTARTS_IN_PLACE.inc(len(asked))
+        told = f"{action.message} (the drain of {node} began {in_place.encode(action.since)})"
+        for m in chosen:
+            if m.key in asked:
+                self.events.emit(
+                    pod_ref(m.namespace, m.name, m.uid), reason="RestartRequested", message=told
+                )
+        self._event(node, action.reason, f"{action.message}: {len(asked)} pods asked")
 
     def _set_slurm_state(self, node: str, action: a.SetSlurmState) -> None:
         """A transient failure (slurmctld out of reach) fails the plan, retried with

@@ -150,6 +150,11 @@ JOB_HANGS = Counter(
     "evidence the hang was blamed on (pitcrew.core.hangs.Blame).",
     ["reason"],
 )
+RESTARTS_IN_PLACE = Counter(
+    "pitcrew_restarts_in_place_requested_total",
+    "Pods of training jobs asked to restart in place (pitcrew.dev/restart-requested) "
+    "because Pitcrew took another of the job's nodes out.",
+)
 JOB_MFU = Gauge(
     "pitcrew_job_mfu_ratio",
     "Model FLOPs utilisation: achieved FLOP/s over the peak dense bf16 FLOP/s of its GPUs.",

@@ -63,6 +63,11 @@ class Cluster(Protocol):
         pending on no node; the keys of the pods changed."""
         ...
 
+    def request_restart(self, pods: Iterable[tuple[str, str, str]], *, value: str) -> list[str]:
+        """Ask each pod, given as (namespace, name, UID), to restart in place
+        (``pitcrew.dev/restart-requested: value``); the keys of the pods asked."""
+        ...
+
     def create_job(self, job: Object) -> bool:
         """Create a Job; False when it already exists."""
         ...

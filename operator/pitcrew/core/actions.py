@@ -14,6 +14,7 @@ than the next node's cordon.
 
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass
 
 from pitcrew.api.gpunode import AgentChecks
@@ -70,6 +71,19 @@ class ForceDelete:
     message: str = ""
     grace_seconds: int | None = None
     """At most this grace period (None: each pod's own; 0 to one already terminating)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RestartInPlace:
+    """Ask the pods of training job ``namespace/job`` that run elsewhere to restart in
+    place (:mod:`pitcrew.core.in_place`): this node's pods of it are being taken away."""
+
+    namespace: str
+    job: str
+    since: datetime.datetime
+    """The drain's start: the request's value, the same each time it is decided."""
+    reason: str = "RestartInPlace"
+    message: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -183,6 +197,7 @@ Action = (
     | RemoveTaint
     | Evict
     | ForceDelete
+    | RestartInPlace
     | StartProbe
     | CancelProbe
     | Remediate

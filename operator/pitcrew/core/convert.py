@@ -21,6 +21,7 @@ from pitcrew.api.vocabulary import (
     PROGRESS_LOST_ANNOTATION,
     RESERVED_TAINT,
 )
+from pitcrew.core.in_place import restart_exit_code
 from pitcrew.core.job_discovery import JobIdentity, identify, taint_value
 from pitcrew.core.job_ledger import JobPod
 from pitcrew.core.views import NodeView, PodView, PolicyView, Taint
@@ -120,6 +121,7 @@ def pod_view(
         grace_seconds=int((pod.get("spec") or {}).get("terminationGracePeriodSeconds") or 30),
         progress_lost=bool(job) and annotations.get(PROGRESS_LOST_ANNOTATION) == "true",
         operator=bool(operator_pod) and object_key(pod) == operator_pod,
+        restarts_in_place=bool(job) and restart_exit_code(pod.get("spec") or {}) is not None,
     )
 
 

@@ -72,6 +72,10 @@ class PodView:
     progress_lost: bool = False
     """Its job declares that a fatal fault on its node loses its progress anyway
     (``pitcrew.dev/progress-lost-on-fault``): deleted at once from such a node."""
+    restarts_in_place: bool = False
+    """Of a training job's pod: a container declares a ``RestartAllContainers`` restart
+    rule, so the job's other pods can restart in place when this one is taken away
+    (:mod:`pitcrew.core.in_place`)."""
     gpus: int = 0
     """Of a pod waiting for capacity: the GPUs it asks for (a spare lent to it must hold
     them)."""

@@ -9,7 +9,8 @@ operator
     nodes get/list/watch/patch: watch the fleet; cordon, taint, annotate.
     pods get/list/watch: see what runs where (drain, checkpoints);
     pods patch: add the toleration of a spare reserved for a job to that job's
-    pending pods (tolerations only); pods delete: only for ``onTimeout: force``;
+    pending pods (tolerations only), and ``pitcrew.dev/restart-requested`` on a job's
+    pods when it takes another of the job's nodes out; pods delete: only for ``onTimeout: force``;
     pods/eviction create: drain.
     pods create and delete: the pre-pull pods that pull a training job's images onto
     a spare (in the job's namespace, as its ServiceAccount: no more than creating a
@@ -41,7 +42,8 @@ crds (the chart's pre-install and pre-upgrade hook, :func:`crd_upgrade_manifests
     for the hook and deleted once it succeeded.
 a training job (in each namespace opted in, :func:`training_job_manifests`)
     pods patch: the framework hook's ``pitcrew.dev/progress`` and ``pitcrew.dev/heartbeat``
-    annotations on its own pod.
+    annotations on its own pod, and the restart watcher's read of its own pod (an
+    empty patch, answered with the pod: :mod:`pitcrew.client.restart`).
     RBAC cannot narrow that to one pod or one annotation; an admission policy does
     (:func:`pitcrew.deploy.admission.training_job_manifests`), and the chart renders
     the two together.

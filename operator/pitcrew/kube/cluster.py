@@ -20,7 +20,7 @@ from pitcrew.api.vocabulary import OPERATOR_MANAGER, PRE_PULL_MANAGER
 from pitcrew.core.node_edits import NodeAction
 from pitcrew.core.port_types import Backoff, EvictionResult
 from pitcrew.core.views import PodView
-from pitcrew.kube import evictions, gpunodes, jobs, nodes, prepull, tolerations
+from pitcrew.kube import evictions, gpunodes, jobs, nodes, prepull, restarts, tolerations
 from pitcrew.kube.client import list_all, retrying
 
 Object = dict[str, Any]
@@ -69,6 +69,9 @@ class KubeCluster:
 
     def tolerate(self, pods: Iterable[PodView], *, taint: str, value: str) -> list[str]:
         return tolerations.tolerate(self.api, pods, taint=taint, value=value)
+
+    def request_restart(self, pods: Iterable[tuple[str, str, str]], *, value: str) -> list[str]:
+        return restarts.request_restart(self.api, pods, value=value)
 
     def create_job(self, job: Object) -> bool:
         return jobs.create(self.api, job)

@@ -87,6 +87,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "node has them deleted at once",
     )
     parser.add_argument(
+        "--in-place-restart",
+        action="store_true",
+        help="the job's pods declare a RestartAllContainers restart rule and run the hook: "
+        "when Pitcrew takes a node from under the job, the others restart in place",
+    )
+    parser.add_argument(
         "--spares", type=int, help="hot spares of every Pitcrew policy (default: its own)"
     )
     parser.add_argument(
@@ -225,6 +231,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         async_checkpoint=args.async_checkpoint,
         restart_cost=args.restart_cost,
         progress_lost_on_fault=args.progress_lost_on_fault,
+        in_place_restart=args.in_place_restart,
         spares=args.spares,
         seed=args.seed,
         lemons=args.lemons,

@@ -17,6 +17,10 @@ lever adds. The levers are the ones Pitcrew owns:
 - ``fastEviction``: where the job declares ``pitcrew.dev/progress-lost-on-fault``,
   its pods on a node with a fatal fault are deleted at once (without it: the job
   declares nothing and they are evicted). The job's lever, taken from the settings.
+- ``inPlaceRestart``: where the job's pods declare a ``RestartAllContainers`` rule and
+  run the hook, its pods elsewhere restart in place when Pitcrew takes a node from it,
+  and only the lost pod is created again (without it: the launcher recreates every
+  pod). The job's lever, taken from the settings.
 
 Advice: the checkpoint interval by Young and Daly, ``sqrt(2·C·M) - C`` for a
 checkpoint cost ``C`` and the job's measured mean time between failures ``M``
@@ -80,6 +84,7 @@ LEVERS: dict[str, Callable[[GPUHealthPolicySpec], GPUHealthPolicySpec] | None] =
 """Each lever and how to take it away from a policy (None: from the contender)."""
 JOB_LEVERS: dict[str, Callable[[Settings], Settings]] = {
     "fastEviction": lambda s: s.with_(progress_lost_on_fault=False),
+    "inPlaceRestart": lambda s: s.with_(in_place_restart=False),
 }
 """Levers Pitcrew pulls where the job asks for them, and how to take the job's asking
 away (the same policy, the job as it was)."""

@@ -560,6 +560,9 @@ class Operator:
             case a.ForceDelete():
                 self.world.evict(node, force=True)
                 return True
+            case a.RestartInPlace():
+                self.world.job.restart_in_place()
+                return False
             case a.StartProbe(suite=suite, name=name):
                 node.probe, node.probe_suite = name, suite
                 duration = timing.PROBE.get(suite, timing.PROBE["standard"]).draw(node.rng)

@@ -116,6 +116,9 @@ class Totals:
 class Job:
     _pods_read: tuple[JobPod, ...] | None
     """The pods' tuple as last read (:attr:`pods`), None since one changed."""
+    in_place_epoch = -1
+    """The epoch (the stretch after the next crash, or this one when down) whose start
+    restarts the pods in place: Pitcrew asked when it took a node from the job."""
 
     def __init__(
         self,
@@ -132,14 +135,15 @@ class Job:
         self.steps_per_checkpoint = max(1, round(settings.checkpoint_interval / self.step))
         self.cost = settings.checkpoint_cost
         self.blocking = not settings.async_checkpoint
-        self.pod_start, self.image_pull, self.images_ready = (
+        self.pod_start, self.replacement_start, self.image_pull, self.images_ready = (
             pod_start(settings.realism, size),
+            pod_start(settings.realism, 1),
             settings.realism.image_pull,
             0.0,
         )
-        """Seconds from the pods created to the last of them running; seconds a node
-        takes to pull the job's images; when the last node the job's ranks were placed
-        on holds them."""
+        """Seconds from the pods created to the last of them running; for the one pod
+        created again when the others restart in place; seconds a node takes to pull the
+        job's images; when the last node the job's ranks were placed on holds them."""
         self.restarts = Restarts(settings.realism, cost=settings.restart_cost, seed=settings.seed)
         self.stall = settings.realism.snapshot_stall if settings.async_checkpoint else 0.0
         self.termination, self.watchdog = assumptions.pod_termination, assumptions.watchdog
@@ -345,6 +349,12 @@ class Job:
             self.relaunching = True
             self.clock.after(self.termination, self._relaunch)
 
+    def restart_in_place(self) -> None:
+        """Pitcrew asked the pods elsewhere to restart in place: the start after the
+        crash it is taking a node for (or the one the job is down in) creates only the
+        lost pod again."""
+        self.in_place_epoch = self.epoch if self.down else self.epoch + 1
+
     def try_start(self) -> None:
         if self.state is not State.DOWN or self.relaunching or self.unplaced:
             return
@@ -352,8 +362,9 @@ class Job:
             return  # crash-looping on a broken node until someone takes it away
         self.set_short(0)
         self.state = State.STARTING
+        start = self.replacement_start if self.in_place_epoch == self.epoch else self.pod_start
         # A rank placed on a node without the job's images waits for their pull too.
-        wait = self.pod_start + max(0.0, self.images_ready - self.clock.now)
+        wait = start + max(0.0, self.images_ready - self.clock.now)
         if wait > 0:
             self.clock.after(wait, self._started, self.epoch)
         else:

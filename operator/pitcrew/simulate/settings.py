@@ -55,6 +55,11 @@ class Settings:
     """The job's pods declare ``pitcrew.dev/progress-lost-on-fault: "true"``: on a node
     with a fatal fault Pitcrew deletes them at once (the job's replacement is placed
     then) instead of evicting them (gone after the pods' termination)."""
+    in_place_restart: bool = False
+    """The job's pods declare a ``RestartAllContainers`` restart rule and run Pitcrew's
+    hook: when Pitcrew takes a node from under the job, the pods elsewhere restart in
+    place, and only the lost pod is created again (the start of one pod, not of the
+    job's every pod)."""
     spares: int | None = None
     """Hot spares (``spares.count``) of every Pitcrew policy; default: each policy's own."""
     seed: int = 1

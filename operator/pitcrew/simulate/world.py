@@ -189,6 +189,7 @@ class World:
                     checkpoint_at=at(self.job.checkpoint_at),
                     job=JOB_NAME,
                     progress_lost=self.settings.progress_lost_on_fault,
+                    restarts_in_place=self.settings.in_place_restart,
                 )
             )
         if node.other:

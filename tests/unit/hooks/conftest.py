@@ -1,6 +1,7 @@
 """An HTTP server that answers the pod patches the hooks make, as the apiserver does,
-and records them: the hooks run with the real kubernetes client, configured from a
-kubeconfig, exactly as in a pod without in-cluster credentials."""
+and records them; every patch is answered with ``Patches.pod``, which is how the restart
+watcher reads its pod (an empty patch). The hooks run with the real kubernetes client,
+configured from a kubeconfig, exactly as in a pod without in-cluster credentials."""
 
 from __future__ import annotations
 
@@ -24,11 +25,14 @@ def apiserver(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Patch
     class Handler(BaseHTTPRequestHandler):
         def do_PATCH(self) -> None:
             body: Any = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            patches.paths.append(self.path)
-            progress = body["metadata"]["annotations"].get(PROGRESS_ANNOTATION)
-            if progress is not None:  # not a heartbeat alone (the process's start)
-                patches.annotations.append(progress)
-            answer = json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {}}).encode()
+            if not body:  # the restart watcher's read: an empty patch
+                patches.reads += 1
+            else:
+                patches.paths.append(self.path)
+                progress = body["metadata"]["annotations"].get(PROGRESS_ANNOTATION)
+                if progress is not None:  # not a heartbeat alone (the process's start)
+                    patches.annotations.append(progress)
+            answer = json.dumps(patches.pod).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(answer)))

@@ -127,6 +127,7 @@ def test_runs_in_parallel_processes_give_what_one_process_gives() -> None:
     assert parallel.attribution == alone.attribution
     assert len(alone.attribution[DEFAULTS]) == 6
     assert alone.attribution[DEFAULTS]["fastEviction"] == 0.0  # the job declares nothing
+    assert alone.attribution[DEFAULTS]["inPlaceRestart"] == 0.0
     assert parallel.spares_curve == alone.spares_curve
     assert parallel.warning_curve == alone.warning_curve
     assert parallel.world_sweeps == alone.world_sweeps
@@ -318,6 +319,7 @@ def test_the_json_contract() -> None:
         "burnIn",
         "detection",
         "fastEviction",
+        "inPlaceRestart",
     }
 
 
@@ -363,3 +365,12 @@ def test_fast_eviction_is_the_jobs_lever_measured_against_the_job_that_declares_
     plain = run(SMALL, _with_spares(1)).job_goodput
     added = comparison.outcomes[DEFAULTS].job_goodput - plain
     assert comparison.attribution[DEFAULTS]["fastEviction"] == pytest.approx(added)
+
+
+def test_in_place_restart_is_the_jobs_lever_and_shortens_the_restarts_it_serves() -> None:
+    declaring = SMALL.with_(in_place_restart=True)
+    comparison = compare(declaring, [_with_spares(1)])
+    plain = run(SMALL, _with_spares(1)).job_goodput
+    added = comparison.outcomes[DEFAULTS].job_goodput - plain
+    assert comparison.attribution[DEFAULTS]["inPlaceRestart"] == pytest.approx(added)
+    assert added > 0  # only the lost pod starts again, not every pod of the job

@@ -12,6 +12,8 @@ does what the policy says: keep waiting, force, or remediate anyway.
 
 from __future__ import annotations
 
+import datetime
+
 from gpuhealth.report import FaultClass
 from pitcrew.api.gpunode import DrainStatus, Phase
 from pitcrew.api.meta import ConditionStatus
@@ -120,10 +122,12 @@ def draining(b: Builder) -> None:
             _remediate_anyway(b, "DrainTimeoutSlurm" if forced else "DrainTimeoutEscalate", left)
         return
     if not timed_out:
+        _restart_in_place(b, workload, drain.started_at)
         workload = _lost_anyway(b, workload)
         if workload:
             b.actions.append(a.Evict(pods=workload, message=_evicting(workload)))
     elif drain_spec.on_timeout is DrainTimeoutAction.FORCE:
+        _restart_in_place(b, workload, drain.started_at)
         b.actions.append(
             a.ForceDelete(
                 pods=workload,
@@ -156,6 +160,23 @@ def _evicting(workload: tuple[PodView, ...]) -> str:
     if len(workload) == 1 and workload[0].operator:
         return f"evicting the operator's own pod {workload[0].key}, last"
     return f"evicting {len(workload)} pods"
+
+
+def _restart_in_place(b: Builder, leaving: tuple[PodView, ...], since: datetime.datetime) -> None:
+    """The training jobs that lose their pods here and declare in-place restarts: their
+    pods elsewhere are asked to restart in place (:mod:`pitcrew.core.in_place`), before
+    this node's are removed, so the simulator's job, too, knows it restarts so when its
+    replacement is placed."""
+    for namespace, job in sorted({(p.namespace, p.job) for p in leaving if p.restarts_in_place}):
+        b.actions.append(
+            a.RestartInPlace(
+                namespace=namespace,
+                job=job,
+                since=since,
+                message=f"job {namespace}/{job} loses its pods on {b.node.name}: its pods "
+                "elsewhere are asked to restart in place",
+            )
+        )
 
 
 def _lost_anyway(b: Builder, workload: tuple[PodView, ...]) -> tuple[PodView, ...]:
