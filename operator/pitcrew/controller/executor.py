@@ -58,9 +58,9 @@ from pitcrew.slurm.control import SlurmError
 
 logger = logging.getLogger(__name__)
 RETRY_FIRST, RETRY_MAX = 0.5, 60.0
-TAKEN = frozenset({Phase.DRAINING, Phase.REMEDIATING, Phase.RETIRED})
-"""Phases of a node whose pods Pitcrew removes or removed: a job's pods there are the
-ones replaced, never asked to restart in place."""
+TAKEN = frozenset({Phase.QUARANTINED, Phase.DRAINING, Phase.REMEDIATING, Phase.RETIRED})
+"""Phases of a node whose pods Pitcrew is about to remove, removes or removed: a job's
+pods there are the ones replaced, never asked to restart in place."""
 Clock = Callable[[], datetime.datetime]
 Requeue = Callable[[str, float], None]
 """Decide ``node`` again after ``seconds`` (0: in the next round); any thread."""

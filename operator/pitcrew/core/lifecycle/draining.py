@@ -164,9 +164,9 @@ def _evicting(workload: tuple[PodView, ...]) -> str:
 
 def _restart_in_place(b: Builder, leaving: tuple[PodView, ...], since: datetime.datetime) -> None:
     """The training jobs that lose their pods here and declare in-place restarts: their
-    pods elsewhere are asked to restart in place (:mod:`pitcrew.core.in_place`), before
-    this node's are removed, so the simulator's job, too, knows it restarts so when its
-    replacement is placed."""
+    pods elsewhere are asked to restart in place (:mod:`pitcrew.core.in_place`). Planned
+    ahead of the eviction, so the request goes out with it, and the simulator's job
+    knows it restarts in place before the eviction stops it."""
     for namespace, job in sorted({(p.namespace, p.job) for p in leaving if p.restarts_in_place}):
         b.actions.append(
             a.RestartInPlace(
