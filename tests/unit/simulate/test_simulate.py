@@ -125,7 +125,7 @@ def test_runs_in_parallel_processes_give_what_one_process_gives() -> None:
     assert parallel.json() == alone.json()
     assert measured(parallel) == measured(alone)
     assert parallel.attribution == alone.attribution
-    assert len(alone.attribution[DEFAULTS]) == 6
+    assert len(alone.attribution[DEFAULTS]) == 7
     assert alone.attribution[DEFAULTS]["fastEviction"] == 0.0  # the job declares nothing
     assert alone.attribution[DEFAULTS]["inPlaceRestart"] == 0.0
     assert parallel.spares_curve == alone.spares_curve
