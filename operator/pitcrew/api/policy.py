@@ -498,7 +498,7 @@ class SparesSpec(ApiModel):
         "training job of its pool, so the job's replacement pod that lands there starts "
         "without pulling them (a training image is tens of GB): one short pod per spare in the "
         "job's namespace, as the job's ServiceAccount with its pull secrets, at "
-        "validation.priorityClassName when set, no GPU, deleted once it ends. "
+        "validation.priorityClassName when set, no GPU, deleted once the spare holds them. "
         "GPUNode status.images lists the job's images the node's kubelet reports it holds.",
     )
 

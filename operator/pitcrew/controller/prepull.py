@@ -10,16 +10,20 @@ like is :mod:`pitcrew.kube.prepull`'s.
 
 Level-triggered and bounded: a spare has at most one pre-pull pod, named from the
 spare and the image set, so a second tick or a new leader creates nothing twice. A
-pod is deleted once it ends (Succeeded or Failed alike: the node's image list is the
-verdict), when its spare wants another image set, and when its node is taken out of
-service; a spare taken for a job keeps its pod until it ends, so a pull under way
-still serves the job's pod that lands there. ``GPUNode.status.images`` says which of
-the job's images a spare holds, written under its own field manager so the rounds'
-status writes never remove it, and cleared once the node is no longer a spare.
+pod is deleted when its spare holds the images (Succeeded or Failed alike: the
+node's image list is the verdict), when its spare wants another image set, when its
+node is taken out of service, and :data:`pitcrew.core.prepull.RETRY_AFTER` after it
+ended without the images listed (a new one pulls again then); a spare taken for a job
+keeps its pod until it ends, so a pull under way still serves the job's pod that
+lands there. ``GPUNode.status.images`` says which of the job's images a spare holds,
+written under its own field manager so the rounds' status writes never remove it,
+and cleared once the node is no longer a spare (by the process that wrote it: a new
+leader leaves what its predecessor wrote until the node is a spare again).
 """
 
 from __future__ import annotations
 
+import datetime
 import logging
 from collections import defaultdict
 from collections.abc import Callable
@@ -39,7 +43,6 @@ logger = logging.getLogger(__name__)
 Object = dict[str, Any]
 INTERVAL = 15.0
 """Seconds between two passes: a spare idles for hours, a pull takes minutes."""
-ENDED = frozenset({"Succeeded", "Failed"})
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,9 @@ class PrePuller:
     cluster: PullCluster
     events: EventSink
     leading: Callable[[], bool]
+    clock: Callable[[], datetime.datetime] = field(
+        default=lambda: datetime.datetime.now(datetime.UTC)
+    )
     shown: set[str] = field(default_factory=set)
     """Nodes whose ``status.images`` this process wrote non-empty."""
 
@@ -111,7 +117,7 @@ class PrePuller:
         return Snapshot(tuple(spares), tuple(stale), cleared)
 
     def _stale(self, pre_pull: Object) -> bool:
-        if (pre_pull.get("status") or {}).get("phase") in ENDED:
+        if (pre_pull.get("status") or {}).get("phase") in prepull.ENDED:
             return True
         node = _node(pre_pull)
         return bool(node) and self.store.summary(node).phase not in IN_SERVICE
@@ -145,12 +151,11 @@ class PrePuller:
                 self._event(ref, "ImagesPrePulled", f"holds the images of {_job(spare.job)}")
         kept = False
         for existing in spare.pods:
-            ended = (existing.get("status") or {}).get("phase") in ENDED
-            if wanted is None or ended or _key(existing) != wanted.key:
+            if prepull.stale(existing, wanted=wanted, now=self.clock()):
                 self._delete(existing)
             else:
                 kept = True
-        if wanted is None or kept or any(_key(p) == wanted.key for p in spare.pods):
+        if wanted is None or kept or any(prepull.key_of(p) == wanted.key for p in spare.pods):
             return  # a pod of this key that ended is deleted first, then made again
         if self.cluster.create_pod(pod(wanted, priority_class=spare.priority_class)):
             assert spare.job is not None  # a plan comes from a job
@@ -171,10 +176,6 @@ class PrePuller:
 
 def _pre_pull(candidate: Object) -> bool:
     return PRE_PULL_LABEL in ((candidate.get("metadata") or {}).get("labels") or {})
-
-
-def _key(pre_pull: Object) -> str:
-    return str(((pre_pull.get("metadata") or {}).get("labels") or {}).get(PRE_PULL_LABEL, ""))
 
 
 def _node(candidate: Object) -> str:

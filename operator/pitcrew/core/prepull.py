@@ -22,16 +22,24 @@ pods, the nodes and the pre-pull pods, and carries out what :func:`plan` returns
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pitcrew.core.convert import training_job
+from pitcrew.api.vocabulary import PRE_PULL_LABEL
+from pitcrew.core.convert import parse_time, training_job
 
 DEFAULT_REGISTRY = "docker.io"
 """The registry of a reference that names none, as the container runtimes read it."""
+RETRY_AFTER = datetime.timedelta(minutes=10)
+"""How long a pre-pull pod that ended stays while its spare still lacks the images,
+before it is deleted and a new one pulls again: a registry that refused the pull
+refuses it again at once, and an image the kubelet pulled but does not list (it lists
+its 50 largest) would otherwise be pulled by a new pod every pass."""
+ENDED = frozenset({"Succeeded", "Failed"})
 
 
 def normalized(reference: str) -> str:
@@ -147,3 +155,35 @@ def plan(node: str, images: frozenset[str], job: JobImages | None) -> PrePull | 
         pull_secrets=job.pull_secrets,
         service_account=job.service_account,
     )
+
+
+def key_of(pre_pull: Mapping[str, Any]) -> str:
+    """The key (:attr:`PrePull.key`) a pre-pull pod carries in its label."""
+    labels = (pre_pull.get("metadata") or {}).get("labels") or {}
+    return str(labels.get(PRE_PULL_LABEL, ""))
+
+
+def ended_at(pre_pull: Mapping[str, Any]) -> datetime.datetime | None:
+    """When a pre-pull pod that ended did (its last container's end); None while it
+    runs, or when its status says no time."""
+    status = pre_pull.get("status") or {}
+    if status.get("phase") not in ENDED:
+        return None
+    times = [
+        parse_time(((c.get("state") or {}).get("terminated") or {}).get("finishedAt"))
+        for c in status.get("containerStatuses") or []
+    ]
+    known = [t for t in times if t is not None]
+    return max(known) if known else None
+
+
+def stale(pre_pull: Mapping[str, Any], *, wanted: PrePull | None, now: datetime.datetime) -> bool:
+    """Whether a pre-pull pod on a spare is to be deleted: the spare wants no pull or
+    another image set, or the pod ended (:data:`RETRY_AFTER` ago, where it says when;
+    at once where it does not)."""
+    if wanted is None or key_of(pre_pull) != wanted.key:
+        return True
+    if (pre_pull.get("status") or {}).get("phase") not in ENDED:
+        return False
+    finished = ended_at(pre_pull)
+    return finished is None or now - finished >= RETRY_AFTER

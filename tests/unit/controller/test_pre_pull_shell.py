@@ -4,11 +4,13 @@ there, and the pod is deleted once it ended."""
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 from pitcrew.api.gpunode import Phase
 from pitcrew.api.vocabulary import PRE_PULL_LABEL
 from pitcrew.controller.prepull import PrePuller
+from pitcrew.core.prepull import RETRY_AFTER
 from support.shell_fakes import Shell, healthy_status, policy_object, version
 
 PYTORCH = "nvcr.io/nvidia/pytorch:24.05-py3"
@@ -55,7 +57,11 @@ def spare_shell(**spares: Any) -> tuple[Shell, PrePuller]:
     shell.settle()
     assert shell.phase("n0") is Phase.SPARE
     puller = PrePuller(
-        store=shell.store, cluster=shell.cluster, events=shell.events, leading=lambda: True
+        store=shell.store,
+        cluster=shell.cluster,
+        events=shell.events,
+        leading=lambda: True,
+        clock=lambda: shell.now,
     )
     return shell, puller
 
@@ -93,6 +99,26 @@ def test_a_spare_pulls_the_jobs_images_once_and_shows_them_when_its_kubelet_has_
 
     shell.round("n0")  # the rounds' own status writes keep the pre-pull loop's field
     assert shell.store.status("n0").images == [PYTORCH]
+
+
+def test_a_pod_that_ended_without_the_images_listed_is_retried_only_after_a_while() -> None:
+    shell, puller = spare_shell()
+    puller.act(puller.snapshot())
+    [created] = shell.cluster.writes("create_pod")
+    ended = landed(created, "n0", "Failed")
+    finished = {"terminated": {"finishedAt": shell.now.isoformat().replace("+00:00", "Z")}}
+    ended["status"]["containerStatuses"] = [{"name": "pull-0", "state": finished}]
+    shell.rounds.observe("pod", ended)  # the registry refused it, say: nothing listed
+    shell.now += RETRY_AFTER - datetime.timedelta(seconds=1)
+    puller.act(puller.snapshot())
+    assert shell.cluster.writes("delete_pod") == []
+    assert len(shell.cluster.writes("create_pod")) == 1
+    shell.now += datetime.timedelta(seconds=1)
+    puller.act(puller.snapshot())
+    assert shell.cluster.writes("delete_pod") == [f"train/{created['metadata']['name']}"]
+    shell.rounds.observe("pod", ended, deleted=True)
+    puller.act(puller.snapshot())
+    assert len(shell.cluster.writes("create_pod")) == 2  # pulled again
 
 
 def test_a_spare_taken_for_the_job_no_longer_shows_images_and_an_ended_pod_goes() -> None:

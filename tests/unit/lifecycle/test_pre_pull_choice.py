@@ -3,9 +3,20 @@ running training job's, read against what the node's kubelet reports it holds.""
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
-from pitcrew.core.prepull import held, holding, normalized, plan, running_jobs
+from pitcrew.api.vocabulary import PRE_PULL_LABEL
+from pitcrew.core.prepull import (
+    RETRY_AFTER,
+    ended_at,
+    held,
+    holding,
+    normalized,
+    plan,
+    running_jobs,
+    stale,
+)
 
 PYTORCH = "nvcr.io/nvidia/pytorch:24.05-py3"
 SIDECAR = "busybox:1.36"
@@ -87,3 +98,26 @@ def test_no_running_job_pulls_nothing_and_two_spares_pods_differ() -> None:
     assert one is not None
     assert two is not None
     assert one.key != two.key
+
+
+def test_a_pre_pull_pod_goes_when_unwanted_of_another_set_or_long_ended() -> None:
+    job = running_jobs([pod_object("big-0", job="big")])[0]
+    wanted = plan("spare-0", frozenset(), job)
+    assert wanted is not None
+    now = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+
+    def pre_pull(key: str, phase: str, finished: datetime.datetime | None = None) -> Any:
+        state = {"terminated": {"finishedAt": finished.isoformat()}} if finished else {}
+        return {
+            "metadata": {"labels": {PRE_PULL_LABEL: key}},
+            "status": {"phase": phase, "containerStatuses": [{"state": state}]},
+        }
+
+    assert not stale(pre_pull(wanted.key, "Running"), wanted=wanted, now=now)
+    assert stale(pre_pull(wanted.key, "Running"), wanted=None, now=now)
+    assert stale(pre_pull("other", "Running"), wanted=wanted, now=now)
+    recent = pre_pull(wanted.key, "Failed", now - RETRY_AFTER / 2)
+    assert ended_at(recent) == now - RETRY_AFTER / 2
+    assert not stale(recent, wanted=wanted, now=now)
+    assert stale(pre_pull(wanted.key, "Failed", now - RETRY_AFTER), wanted=wanted, now=now)
+    assert stale(pre_pull(wanted.key, "Succeeded"), wanted=wanted, now=now)  # no time said
