@@ -331,7 +331,8 @@ def _add_devcluster(commands: Commands) -> None:
         "--real-nodes",
         type=int,
         default=0,
-        help="real kubelet nodes beside the simulated ones (root, containerd: docs/development.md)",
+        help="real kubelet nodes beside the simulated ones (root, cgroups, "
+        "`make real-node-tools`: docs/architecture.md, Real nodes)",
     )
     up.add_argument("--port", type=int, default=None, help="kube-apiserver port (default: free)")
     up.add_argument("--timeout", type=float, default=180.0, help="seconds per component")
