@@ -18,7 +18,8 @@ The ratio (run over floor) is what the simulator adds: the world, the job, the l
 ``--command`` also times the whole default ``pitcrew simulate`` (people, stock, the
 defaults and the runs without each lever) at the first size, ``--jobs`` at once. The
 machine's load average (``os.getloadavg``) is printed at the start and the end: on a
-shared machine it moves the figures more than anything measured here.
+shared machine it moves the figures more than anything measured here; each run's
+``load1`` is the same at its start and its end.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ def _nothing() -> None:
 
 
 def one_run(settings: Settings, contender: Contender) -> dict[str, object]:
+    load = os.getloadavg()[0]
     started, wall = time.process_time(), time.perf_counter()
     outcome = run(settings, contender)
     cpu = time.process_time() - started
@@ -69,6 +71,7 @@ def one_run(settings: Settings, contender: Contender) -> dict[str, object]:
     heap = clock_floor(outcome.events, settings.seconds)
     floor = heap + outcome.decide_cpu_seconds
     return {
+        "load1": [round(load, 2), round(os.getloadavg()[0], 2)],
         "cpuSeconds": round(cpu, 2),
         "wallSeconds": round(wall, 2),
         "events": outcome.events,
@@ -85,6 +88,7 @@ def one_run(settings: Settings, contender: Contender) -> dict[str, object]:
 
 def whole_command(settings: Settings, jobs: int) -> dict[str, object]:
     """The default ``pitcrew simulate`` (with its attribution runs), ``jobs`` at once."""
+    load = os.getloadavg()[0]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started, wall = time.process_time(), time.perf_counter()
     comparison = compare(
@@ -93,6 +97,7 @@ def whole_command(settings: Settings, jobs: int) -> dict[str, object]:
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     children = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     return {
+        "load1": [round(load, 2), round(os.getloadavg()[0], 2)],
         "jobs": jobs,
         "policies": len(comparison.outcomes),
         "wallSeconds": round(time.perf_counter() - wall, 2),
