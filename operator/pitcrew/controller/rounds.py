@@ -42,7 +42,7 @@ import datetime
 import heapq
 import logging
 import threading
-from collections.abc import Callable, Hashable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable
 from concurrent.futures import Future
 from dataclasses import replace
 from typing import Any, Protocol
@@ -59,7 +59,7 @@ from pitcrew.controller.slurm import SlurmWatch
 from pitcrew.controller.store import Store
 from pitcrew.core import actions as a
 from pitcrew.core.convert import node_view, object_key, waiting_pod_view
-from pitcrew.core.fleet import Summary, fleet_of
+from pitcrew.core.fleet import Tally
 from pitcrew.core.lifecycle import Decision
 from pitcrew.core.maintenance import covering
 from pitcrew.core.rest import fleet_signature, quiet_until
@@ -146,7 +146,11 @@ class RoundLoop:
         self.in_flight: set[str] = set()
         self.intended: dict[str, GPUNodeStatus] = {}
         self._intended_revision = 0
-        self._fleets: dict[str, tuple[tuple[int, int], FleetView]] = {}
+        self._tallies: dict[str, Tally] = {}
+        """Each pool's count of its nodes' stored summaries (:meth:`fleet`)."""
+        self._pool_of: dict[str, str] = {}
+        """The pool each counted node is in."""
+        self._fleets: dict[str, tuple[FleetView, int, FleetView]] = {}
         self.resting: dict[str, tuple[datetime.datetime, str, Hashable]] = {}
         """Nodes the resync may skip (:mod:`pitcrew.core.rest`): until when, and the
         policy and fleet signature they were decided under."""
@@ -591,19 +595,43 @@ class RoundLoop:
         return None
 
     def fleet(self, policy: str) -> FleetView:
-        """The pool of ``policy``, with plans in flight counted as intended; walked
-        again only when the store's fleet revision or the intended statuses moved."""
-        key = (self.store.fleet_revision, self._intended_revision)
+        """The pool of ``policy``, with plans in flight counted as intended. Each pool's
+        :class:`~pitcrew.core.fleet.Tally` of stored summaries counts again only the
+        nodes the store says changed (:meth:`Store.take_fleet_changes`); the plans in
+        flight (256 at most) are laid over it when the intended statuses moved."""
+        for name in self.store.take_fleet_changes():
+            self._recount(name)
+        stored = self._tallies.setdefault(policy, Tally()).view()  # the same while unchanged
         cached = self._fleets.get(policy)
-        if cached is None or cached[0] != key:
-            cached = self._fleets[policy] = (key, fleet_of(self._members(policy)))
-        return cached[1]
+        if cached is None or cached[0] is not stored or cached[1] != self._intended_revision:
+            view = self._with_intended(self._tallies[policy])
+            cached = self._fleets[policy] = (stored, self._intended_revision, view)
+        return cached[2]
 
-    def _members(self, policy: str) -> Iterator[tuple[str, Summary]]:
-        member_of = (policy,)
-        for name in self.store.nodes:
-            if self.store.policies_of(name) == member_of:
-                yield name, member(self.store.summary(name), self.intended.get(name))
+    def _recount(self, name: str) -> None:
+        """Node ``name`` counted as the store has it now, in the pool of its one policy
+        (in none when it is gone or matches none or several)."""
+        matched = self.store.policies_of(name) if name in self.store.nodes else ()
+        policy = matched[0] if len(matched) == 1 else None
+        before = self._pool_of.pop(name, None)
+        if before is not None and before != policy:
+            self._tallies[before].set(name, None)
+        if policy is not None:
+            self._pool_of[name] = policy
+            self._tallies.setdefault(policy, Tally()).set(name, self.store.summary(name))
+
+    def _with_intended(self, tally: Tally) -> FleetView:
+        """The tally's fleet with each of its nodes whose plan is in flight counted as
+        :func:`~pitcrew.core.round.member` says: changed for the view, then put back."""
+        stored = {n: tally.members[n] for n in self.intended if n in tally.members}
+        if not stored:
+            return tally.view()
+        for name, summary in stored.items():
+            tally.set(name, member(summary, self.intended[name]))
+        view = tally.view()
+        for name, summary in stored.items():
+            tally.set(name, summary)
+        return view
 
     async def _in_thread(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return await asyncio.wrap_future(self.pool.submit(fn, *args, **kwargs))

@@ -184,10 +184,11 @@ class Store:
         self._checks: dict[str, tuple[Any, AgentChecks | None]] = {}
         self._policy_epoch = 0
         """Bumped on any policy change: every node's match is recomputed."""
-        self.fleet_revision = 0
-        """Bumped whenever a pool's fleet may have changed (membership, a node's phase,
-        breaker refusal, verification, phase start): while it stands, a fleet computed
-        from the store stands too, and a round of heartbeats costs no walk of the fleet."""
+        self.fleet_changed: set[str] = set()
+        """Nodes whose place in a pool's fleet may have changed (membership, phase,
+        breaker refusal, verification, phase start) since the round loop last took them
+        (:meth:`take_fleet_changes`): it counts those again and no other, so a round of
+        heartbeats costs no count at all and a burst's status writes one node each."""
 
     def gpunode(self, name: str) -> Object | None:
         """GPUNode ``name`` as last seen, status included (unpacked: a copy)."""
@@ -337,18 +338,18 @@ class Store:
             # Its selector may have moved: every node's match, and so every pool, with
             # it. Not on a status write (the operator's own, every few rounds).
             self._policy_epoch += 1
-            self.fleet_revision += 1
+            self.fleet_changed.update(self.nodes)
         if deleted:
             table.pop(name, None)
             if kind == "node":
                 self._matched.pop(name, None)
                 self.reserved.pop(name, None)
                 self.spares.discard(name)
-                self.fleet_revision += 1
+                self.fleet_changed.add(name)
             elif kind == "gpunode":
                 for cache in (self._packed, self._summaries, self._statuses, self._checks):
                     cache.pop(name, None)
-                self.fleet_revision += 1
+                self.fleet_changed.add(name)
         elif self._newer(table.get(name), obj):
             before = table.get(name)
             full = obj
@@ -363,19 +364,19 @@ class Store:
         return name if kind in ("node", "gpunode") else None
 
     def _count_fleet_change(self, kind: str, name: str, before: Object | None, obj: Object) -> None:
-        """Bump :attr:`fleet_revision` when a pool's fleet may have changed: a node came
+        """Note in :attr:`fleet_changed` a node whose pool's fleet may have changed: it came
         or changed its labels (its pool), or a GPUNode's fleet counts changed (its
         summary is computed here, eagerly, from ``obj`` with its status: a heartbeat
         changes no count)."""
         if kind == "node":
             labels = (obj.get("metadata") or {}).get("labels")
             if before is None or (before.get("metadata") or {}).get("labels") != labels:
-                self.fleet_revision += 1
+                self.fleet_changed.add(name)
         elif kind == "gpunode":
             previous = self._summaries.get(name)
             summary = self._summarized(name, obj)[1]
             if previous is None or counted_in_fleet(previous[1]) != counted_in_fleet(summary):
-                self.fleet_revision += 1
+                self.fleet_changed.add(name)
 
     def _pack(self, name: str, obj: Object) -> Object:
         """``obj`` without its status, which is kept packed (see :meth:`gpunode`)."""
@@ -497,6 +498,11 @@ class Store:
         tells a new eviction from an old one of a pod by the same name (a
         StatefulSet's)."""
         return dict(self._disrupted.get(key) or {})
+
+    def take_fleet_changes(self) -> set[str]:
+        """The nodes of :attr:`fleet_changed` (each is handed out once)."""
+        taken, self.fleet_changed = self.fleet_changed, set()
+        return taken
 
     def take_departed(self) -> list[Object]:
         """The training pods deleted since the last call (each is handed out once)."""

@@ -1,7 +1,8 @@
 """Fleet arithmetic: a pool counted from its members, and moved by one decision.
 
 :func:`fleet_of` counts a pool from its members' summaries (Excluded nodes are
-not in it; spares oldest first). :func:`after_decision` moves one node from its
+not in it; spares oldest first), and :class:`Tally` keeps the same count as members
+change one at a time. :func:`after_decision` moves one node from its
 old phase to its new one (and a spare released or reserved out of the spare list): the
 round (:mod:`pitcrew.core.round`) applies it after each decision that changes
 something, so the next node of the round sees the pool as the decisions before
@@ -96,33 +97,67 @@ def counted_in_fleet(summary: Summary) -> tuple[object, ...]:
 def fleet_of(members: Iterable[tuple[str, Summary]]) -> FleetView:
     """The fleet of one pool from its members' summaries; Excluded nodes are not in it.
     Spares are listed oldest first, so the longest-rested spare is released first."""
-    phases: dict[Phase, int] = {}
-    spares: list[tuple[datetime.datetime, str]] = []
-    reserved: Counter[str] = Counter()
-    total = refused = verifying_ = leaving = drains = 0
+    tally = Tally()
     for name, summary in members:
+        tally.set(name, summary)
+    return tally.view()
+
+
+class Tally:
+    """A pool's counts, kept as its members change one at a time: the round loop's
+    fleet at thousands of nodes, where walking every member for each round that
+    follows a write (a burst's hundreds of rounds) cost the operator more than the
+    decisions. :meth:`view` is :func:`fleet_of` of the members set so far."""
+
+    def __init__(self) -> None:
+        self.members: dict[str, Summary] = {}
+        self._phases: Counter[Phase] = Counter()
+        self._spares: dict[str, datetime.datetime] = {}
+        self._reserved: Counter[str] = Counter()
+        self._total = self._refused = self._verifying = self._leaving = self._drains = 0
+        self._view: FleetView | None = None
+
+    def set(self, name: str, summary: Summary | None) -> None:
+        """``name`` counted as ``summary`` from now on; None: no longer a member."""
+        old = self.members.pop(name, None)
+        if old is not None:
+            self._count(name, old, -1)
+        if summary is not None:
+            self.members[name] = summary
+            self._count(name, summary, +1)
+        self._view = None
+
+    def _count(self, name: str, summary: Summary, sign: int) -> None:
         if summary.phase is Phase.EXCLUDED:
-            continue
-        total += 1
-        phases[summary.phase] = phases.get(summary.phase, 0) + 1
-        refused += summary.refused
-        verifying_ += summary.verifying
-        leaving += summary.leaving_for_maintenance
+            return
+        self._total += sign
+        self._phases[summary.phase] += sign
+        self._refused += sign * summary.refused
+        self._verifying += sign * summary.verifying
+        self._leaving += sign * summary.leaving_for_maintenance
         if summary.reservation:
-            reserved[summary.reservation] += 1
-        drains += summary.leaving_for_maintenance and summary.phase is Phase.DRAINING
+            self._reserved[summary.reservation] += sign
+        self._drains += sign * (summary.leaving_for_maintenance and summary.phase is Phase.DRAINING)
         if summary.phase is Phase.SPARE:
-            spares.append((summary.since or _EPOCH, name))
-    return FleetView(
-        total=total,
-        phases=phases,
-        spares=tuple(n for _, n in sorted(spares)),
-        refused=refused,
-        verifying=verifying_,
-        leaving_for_maintenance=leaving,
-        reserved=dict(reserved),
-        draining_for_maintenance=drains,
-    )
+            if sign > 0:
+                self._spares[name] = summary.since or _EPOCH
+            else:
+                self._spares.pop(name, None)
+
+    def view(self) -> FleetView:
+        if self._view is None:
+            spares = sorted((since, name) for name, since in self._spares.items())
+            self._view = FleetView(
+                total=self._total,
+                phases={p: n for p, n in self._phases.items() if n > 0},
+                spares=tuple(n for _, n in spares),
+                refused=self._refused,
+                verifying=self._verifying,
+                leaving_for_maintenance=self._leaving,
+                reserved={job: n for job, n in self._reserved.items() if n > 0},
+                draining_for_maintenance=self._drains,
+            )
+        return self._view
 
 
 def after_decision(

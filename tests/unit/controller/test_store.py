@@ -106,19 +106,22 @@ def test_the_store_drops_a_gpunodes_managed_fields_and_reads_the_same_status() -
     assert store.status("n0") == gpunode_status(obj)
 
 
-def test_a_heartbeat_leaves_the_fleet_revision_a_phase_change_moves_it() -> None:
+def test_a_heartbeat_changes_no_nodes_place_in_the_fleet_a_phase_change_does() -> None:
     store = Store()
     store.put("node", node_object("n0"))
     store.put("gpunode", gpunode("n0", healthy_status()))
-    revision = store.fleet_revision
+    assert store.take_fleet_changes() == {"n0"}
     later = healthy_status().model_copy(
         update={"last_heartbeat": healthy_status().last_heartbeat + datetime.timedelta(minutes=5)}
     )
     store.put("gpunode", gpunode("n0", later))
-    assert store.fleet_revision == revision  # the fleet counts are what they were
+    assert store.take_fleet_changes() == set()  # the fleet counts are what they were
     drained = later.model_copy(update={"phase": Phase.DRAINING})
     store.put("gpunode", gpunode("n0", drained))
-    assert store.fleet_revision > revision
+    assert store.take_fleet_changes() == {"n0"}
+    store.put("gpunode", gpunode("n0", drained), deleted=True)
+    store.put("node", node_object("n0"), deleted=True)
+    assert store.take_fleet_changes() == {"n0"}
 
 
 def test_a_kubelets_status_heartbeat_queues_no_decision_a_ready_flip_does() -> None:
@@ -149,17 +152,17 @@ def test_a_policy_status_write_keeps_every_nodes_match_and_the_fleet() -> None:
     policy = policy_object()
     store.put("policy", policy)
     assert store.policies_of("n0") == ("fleet",)
-    revision = store.fleet_revision
+    store.take_fleet_changes()
     written = copy.deepcopy(policy)
     written["metadata"]["resourceVersion"] = version()
     written["status"] = {"nodes": 1}
     store.put("policy", written)
-    assert store.fleet_revision == revision
+    assert store.take_fleet_changes() == set()
     narrowed = copy.deepcopy(written)
     narrowed["metadata"]["resourceVersion"] = version()
     narrowed["spec"]["nodeSelector"] = {"matchLabels": {"pool": "other"}}
     store.put("policy", narrowed)
-    assert store.fleet_revision > revision
+    assert store.take_fleet_changes() == {"n0"}
     assert store.policies_of("n0") == ()
 
 
