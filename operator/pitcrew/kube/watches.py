@@ -10,8 +10,9 @@ watch was open; then it watches from the listing's resourceVersion and hands ove
 event's object, parsed once from its JSON line. A watch the server ends (its timeout)
 starts again from the last version seen, which bookmarks keep fresh; a version the
 apiserver no longer has (410 Gone, or an ERROR event) is followed by a new list, a
-failure by a new list after a pause. kopf keeps the kinds whose events are rare
-(policies, ValidationRuns, windows, budgets).
+transient failure (the apiserver too busy, a connection dropped) by a new watch from
+the last version seen, any other failure by a new list after a pause. kopf keeps the
+kinds whose events are rare (policies, ValidationRuns, windows, budgets).
 """
 
 from __future__ import annotations
@@ -20,13 +21,14 @@ import json
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from kubernetes import client
 from kubernetes.watch.watch import iter_resp_lines
 
 from pitcrew.api.errors import PitcrewError
-from pitcrew.kube.client import list_versioned
+from pitcrew.kube.client import is_transient, list_versioned
 
 logger = logging.getLogger(__name__)
 WATCH_SECONDS = 300
@@ -55,20 +57,48 @@ def follow(
             items, version = list_versioned(api, path)
             listed(items)
             del items  # the listing is the store's now: not held through the watch
-            while not stop.is_set():
-                version = watch_once(api, path, version, changed)
+            watch_from(api, path, Cursor(version), changed, stop)
         except VersionGoneError:
             logger.info("watch of %s: its version is gone; listing again", path)
-        except Exception as error:  # any failure: list again after a pause
+        except Exception as error:  # any other failure: list again after a pause
             logger.warning("watch of %s interrupted (%s); listing again", path, error)
             stop.wait(PAUSE_SECONDS)
 
 
-def watch_once(api: client.ApiClient, path: str, version: str, changed: Changed) -> str:
-    """One watch from ``version`` until the server ends it; the last version seen."""
+@dataclass
+class Cursor:
+    """The last resourceVersion a watch saw: where the next one goes on from."""
+
+    version: str
+
+
+def watch_from(
+    api: client.ApiClient, path: str, cursor: Cursor, changed: Changed, stop: threading.Event
+) -> None:
+    """Watch ``path`` from the cursor until ``stop``, one watch after another. A
+    transient failure (an apiserver too busy to answer, a connection dropped) watches
+    again from the last version seen, after a pause: a new listing is what a loaded
+    apiserver can least afford, and at 4,000 GPUNodes its pages timed out one after
+    another while the operator saw no event (docs/benchmarks.md). A version gone, or
+    any other failure, is raised: the caller lists again."""
+    while not stop.is_set():
+        try:
+            watch_once(api, path, cursor, changed)
+        except VersionGoneError:
+            raise
+        except Exception as error:
+            if not is_transient(error):
+                raise
+            logger.warning("watch of %s interrupted (%s); watching again", path, error)
+            stop.wait(PAUSE_SECONDS)
+
+
+def watch_once(api: client.ApiClient, path: str, cursor: Cursor, changed: Changed) -> None:
+    """One watch from the cursor until the server ends it, moving the cursor to each
+    version seen."""
     query = {
         "watch": "1",
-        "resourceVersion": version,
+        "resourceVersion": cursor.version,
         "allowWatchBookmarks": "true",
         "timeoutSeconds": str(WATCH_SECONDS),
     }
@@ -90,12 +120,11 @@ def watch_once(api: client.ApiClient, path: str, version: str, changed: Changed)
     try:
         for line in iter_resp_lines(answer.response):
             if line:
-                version = event(line, version, changed)
+                cursor.version = event(line, cursor.version, changed)
     finally:
         # Closed, never handed back to the pool: a stream left mid-way would hand the
         # next request on that connection the rest of it.
         answer.response.close()
-    return version
 
 
 def event(line: str, version: str, changed: Changed) -> str:

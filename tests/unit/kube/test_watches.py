@@ -8,6 +8,7 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import pytest
 from kubernetes import client
 
 from pitcrew.kube import watches
@@ -25,9 +26,12 @@ def line(kind: str, obj: dict[str, Any]) -> bytes:
 
 class Apiserver:
     """Lists and watches from a script: each list's items and version, each watch's
-    lines, in turn; what the client asked for is kept."""
+    lines (or the status it is refused with), in turn; what the client asked for is
+    kept."""
 
-    def __init__(self, lists: list[tuple[list[dict[str, Any]], str]], streams: list[bytes]):
+    def __init__(
+        self, lists: list[tuple[list[dict[str, Any]], str]], streams: list[bytes | int]
+    ) -> None:
         self.lists, self.streams = lists, streams
         self.asked: list[dict[str, str]] = []
         self.stop = threading.Event()
@@ -37,15 +41,18 @@ class Apiserver:
             def do_GET(self) -> None:
                 query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query))
                 apiserver.asked.append(query)
+                status = 200
                 if query.get("watch"):
                     body = apiserver.streams.pop(0) if apiserver.streams else b""
                     if not apiserver.streams and not apiserver.lists:
                         apiserver.stop.set()
+                    if isinstance(body, int):  # the apiserver refuses the watch
+                        status, body = body, b"{}"
                 else:
                     items, version = apiserver.lists.pop(0)
                     body = json.dumps({"metadata": {"resourceVersion": version}, "items": items})
                     body = body.encode()
-                self.send_response(200)
+                self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
@@ -89,3 +96,24 @@ def test_a_listing_then_its_watch_hand_over_each_object_and_a_gone_version_lists
     versions = [q.get("resourceVersion") for q in apiserver.asked if q.get("watch")]
     assert versions == ["10", "13", "20"]  # from the listing, then the last event seen
     assert all(q.get("allowWatchBookmarks") == "true" for q in apiserver.asked if q.get("watch"))
+
+
+def test_a_watch_the_apiserver_is_too_busy_for_goes_on_from_the_last_version_seen(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(watches, "PAUSE_SECONDS", 0.01)
+    seen: list[tuple[str, Any]] = []
+    apiserver = Apiserver(
+        lists=[([node("a", "9")], "10")],
+        streams=[line("MODIFIED", node("a", "11")), 429, 504, line("MODIFIED", node("a", "14"))],
+    )
+    watches.follow(
+        apiserver.api,
+        NODES,
+        listed=lambda items: seen.append(("listed", len(items))),
+        changed=lambda obj, _: seen.append(("changed", obj["metadata"]["resourceVersion"])),
+        stop=apiserver.stop,
+    )
+    assert seen == [("listed", 1), ("changed", "11"), ("changed", "14")]  # listed once
+    versions = [q.get("resourceVersion") for q in apiserver.asked if q.get("watch")]
+    assert versions == ["10", "11", "11", "11"]
