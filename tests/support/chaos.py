@@ -7,8 +7,8 @@ a PodDisruptionBudget (one pod out at a time), so that faults land on busy nodes
 drains are under way when the disruption strikes. Faults land on healthy nodes every
 ``FAULT_EVERY`` seconds, with a burst past the breaker halfway. The scenario's
 disruption (kill the leader, restart the apiserver or etcd, partition an operator)
-repeats on its timer; an operator process that exits (a leader that lost its Lease
-exits by design) is started again as a kubelet restarts a pod.
+repeats on its timer, against the replica that leads the fleet's pool; an operator
+process that exits is started again as a kubelet restarts a pod.
 
 The invariants, checked after every scenario:
 
@@ -32,6 +32,7 @@ from pathlib import Path
 import urllib3
 from kubernetes import client
 
+from pitcrew.core.lease import pool_lease
 from pitcrew.dev.stack import SimStack
 from support.fleet import GROUP_LABEL, NAMESPACE, Fleet, eventually
 
@@ -60,9 +61,18 @@ def chaos_seconds() -> float | None:
     return float(value) if value else None
 
 
-def holder(api: client.ApiClient) -> str:
-    lease = client.CoordinationV1Api(api).read_namespaced_lease("pitcrew-operator", NAMESPACE)
-    return str(lease.spec.holder_identity)
+def holder(api: client.ApiClient, fleet: Fleet) -> str:
+    """The replica that leads ``fleet``'s pool: the one whose death or partition
+    matters to it ("" while no one does)."""
+    try:
+        lease = client.CoordinationV1Api(api).read_namespaced_lease(
+            pool_lease("pitcrew-operator", fleet.group), NAMESPACE
+        )
+    except client.ApiException as error:
+        if error.status == 404:
+            return ""
+        raise
+    return str(lease.spec.holder_identity or "")
 
 
 @dataclass(eq=False)  # a thread is hashed by identity

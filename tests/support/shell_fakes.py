@@ -325,6 +325,25 @@ class NoRuns:
         raise AssertionError("no ValidationRun in these tests")
 
 
+class Led:
+    """The shards a fake replica leads: pools by name (None: all), the cluster shard;
+    and the pools it was last told to campaign for."""
+
+    def __init__(self) -> None:
+        self.pools: set[str] | None = None
+        self.cluster = True
+        self.campaigned: tuple[str, ...] = ()
+
+    def leads_pool(self, policy: str) -> bool:
+        return self.pools is None or policy in self.pools
+
+    def leads_cluster(self) -> bool:
+        return self.cluster
+
+    def campaign(self, pools: Iterable[str]) -> None:
+        self.campaigned = tuple(sorted(pools))
+
+
 class Shell:
     """The round loop, executor and policy-status writer wired to fakes, as the
     operator wires them to the Kubernetes API."""
@@ -343,7 +362,8 @@ class Shell:
     ) -> None:
         self.now = now
         self.leading = True
-        """Whether the process's Lease is renewed (the executor's tenure)."""
+        """Whether the process's Leases are renewed (the executor's tenure)."""
+        self.leadership = Led()
         self.store = Store()
         self.cluster = FakeCluster(self.store)
         self.events = FakeEvents()
@@ -365,7 +385,7 @@ class Shell:
             settings=settings,
             clock=lambda: self.now,
             requeue=lambda node, seconds: self.requeued.append((node, seconds)),
-            leading=lambda: self.leading,
+            leading=lambda pool: self.leading and self.leadership.leads_pool(pool),
             slurm=slurm,
         )
         self.policy_status = PolicyStatusWriter(
@@ -384,6 +404,7 @@ class Shell:
             settings=settings,
             clock=lambda: self.now,
             slurm=slurm,
+            leadership=self.leadership,
         )
         objects = self.cluster.objects
         objects["policy"] = {"fleet": policy}

@@ -86,21 +86,24 @@ class SettingsGroup(BaseModel):
 
 
 class LeaderSettings(SettingsGroup):
-    """Leader election (:mod:`pitcrew.controller.leader`): one replica acts, the others
-    stand by."""
+    """Leader election by shard (:mod:`pitcrew.controller.leader`): a Lease per pool
+    and one for the cluster-wide work; the replicas split them."""
 
     election: bool = True
-    """Act only while holding the Lease, and exit when it is lost. Off, the process acts
-    at once: run one replica only."""
+    """Act for a pool (and for the cluster-wide work) only while holding its Lease, and
+    stop at once when it is lost. Off, the process acts for all at once: run one replica
+    only."""
     lease_name: str = "pitcrew-operator"
-    """Name of the Lease, in the operator's namespace."""
+    """Name of the cluster shard's Lease, in the operator's namespace; each pool's Lease
+    is named after it (``<name>-pool-<policy>``), and each replica's member Lease
+    (``<name>-member-<identity>``)."""
     identity: Annotated[str, Flag("--identity")] = ""
     """Holder identity in the Lease; empty: the host name (in a pod, the pod's name)."""
     lease_duration: Annotated[Duration, at_least("3s"), Flag(aliases=("--lease-seconds",))] = (
         Duration("15s")
     )
-    """How long a Lease holds without renewal: a standby takes over this long after the
-    leader dies (whole seconds, at least 3s)."""
+    """How long a Lease holds without renewal: another replica takes a dead one's shards
+    over this long after it died (whole seconds, at least 3s)."""
 
 
 class RoundSettings(SettingsGroup):

@@ -103,6 +103,9 @@ PAIR_ANNOTATION: Final = f"{PREFIX}/pair-name"
 PRE_PULL_LABEL: Final = f"{PREFIX}/pre-pull"
 """On a pre-pull pod (:mod:`pitcrew.kube.prepull`): its key, from the spare and the image
 set (:attr:`pitcrew.core.prepull.PrePull.key`)."""
+ELECTION_LABEL: Final = f"{PREFIX}/election"
+"""On the operator's Leases (its shards and its members'), the name of the cluster
+shard's Lease: one LIST with it reads the whole election."""
 
 # -- simulation only ----------------------------------------------------------------------------
 SIMULATED_LABEL: Final = f"{PREFIX}/simulated"

@@ -114,14 +114,15 @@ class Executor:
         settings: OperatorSettings,
         clock: Clock,
         requeue: Requeue,
-        leading: Callable[[], bool] = lambda: True,
+        leading: Callable[[str], bool] = lambda _: True,
         slurm: SlurmWatch | None = None,
     ) -> None:
         self.cluster = cluster
         self.slurm = slurm
         self.leading = leading
-        """Whether this process may still act (its leader tenure); checked before every
-        write, since a plan can outlast the Lease it was decided under."""
+        """Whether this process may still act for a pool (its tenure of the pool's Lease,
+        by policy name); checked before every write, since a plan can outlast the Lease
+        it was decided under."""
         self.store = store
         self.events = events
         self.remediators = remediators
@@ -289,20 +290,20 @@ class Executor:
         """The plan's actions, then (``write_status``) its status; whether all went."""
         status = plan.decision.status
         try:
-            self._still_leading(plan.node)
+            self._still_leading(plan)
             if any(map(_intent_first, plan.decision.actions)) and not plan.dry_run:
                 self._write_status(plan.node, status, intent=True)  # the module docstring
             for action in plan.decision.actions:
-                self._still_leading(plan.node)
+                self._still_leading(plan)
                 status = self._perform(plan, action, status)
             if not write_status:
                 return True
-            self._still_leading(plan.node)
+            self._still_leading(plan)
             self._write_status(plan.node, status)
             self._say_evicted(plan.node)
         except NotLeadingError as error:
             # Not a failure of this node: the Lease is renewed again within a second,
-            # or the election ends the process and a standby decides afresh.
+            # or it is lost and whoever takes the pool over decides afresh.
             logger.warning("%s", error)
             self.requeue(plan.node, RETRY_FIRST)
             return False
@@ -327,9 +328,12 @@ class Executor:
             )
         return True
 
-    def _still_leading(self, node: str) -> None:
-        if not self.leading():
-            raise NotLeadingError(f"not acting on {node}: this process's Lease is not renewed")
+    def _still_leading(self, plan: Plan) -> None:
+        if not self.leading(plan.policy.name):
+            raise NotLeadingError(
+                f"not acting on {plan.node}: this process does not hold the Lease of "
+                f"pool {plan.policy.name} now"
+            )
 
     def _event(self, node: str, reason: str, message: str, *, warning: bool = False) -> None:
         """An Event on the Node, what ``kubectl describe node`` shows, and only there:
@@ -637,7 +641,7 @@ class Executor:
             policy=plan.policy.spec,
         )
         try:
-            self._still_leading(plan.node)
+            self._still_leading(plan)
             description = self.remediators[action.action].start(request)
         except NotLeadingError as error:
             # Not started, and not failed: whoever leads next resumes it.

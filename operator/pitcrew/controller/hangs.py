@@ -56,9 +56,17 @@ class Restart:
 
 class HangWatch:
     def __init__(
-        self, store: Store, *, restart: Callable[[Restart], None], dry_run: bool = False
+        self,
+        store: Store,
+        *,
+        restart: Callable[[Restart], None],
+        dry_run: bool = False,
+        leading: Callable[[str], bool] = lambda _: True,
     ) -> None:
         self.store = store
+        self.leading = leading
+        """Whether this replica leads a pool: a job is judged (and restarted) only by
+        the leader of the pool it runs in."""
         self.restart = restart
         self.dry_run = dry_run
         """The operator's dry run: Events only, whatever the policy says."""
@@ -91,7 +99,7 @@ class HangWatch:
         self, job: str, pods: Sequence[dict[str, Any]], pool: str, now: datetime.datetime
     ) -> set[str]:
         policy = self.store.policy(pool) if pool else None
-        if policy is None or policy.spec.safety.paused:
+        if policy is None or policy.spec.safety.paused or not self.leading(pool):
             return set()
         ranks = [_rank_pod(pod) for pod in pods]
         nodes = {r.node for r in ranks if r.node}

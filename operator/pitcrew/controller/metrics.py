@@ -29,8 +29,11 @@ are fed by the accountants on a timer.
 from __future__ import annotations
 
 import datetime
+from collections.abc import Callable, Iterable
+from typing import Any
 
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import Counter, Gauge, Histogram, start_http_server
+from prometheus_client.registry import REGISTRY, Collector, CollectorRegistry
 
 from pitcrew.api.gpunode import GPUNodeStatus, Phase
 from pitcrew.api.vocabulary import IN_SERVICE, MAINTENANCE_REASON, TAKEN_OUT
@@ -114,7 +117,17 @@ VERIFICATION_GPU_SECONDS = Counter(
     "over the rate of pitcrew_gpu_seconds_total is the share of GPU time spent verifying.",
     ["pool"],
 )
-LEADER = Gauge("pitcrew_leader", "1 in the operator instance that holds the Lease.")
+LEADER = Gauge(
+    "pitcrew_leader",
+    "1 in the operator replica that holds the cluster shard's Lease (its ValidationRuns, "
+    "the fleet's GPU-time and job-time series).",
+)
+POOL_LEADER = Gauge(
+    "pitcrew_pool_leader",
+    "1 for each pool whose Lease this operator replica holds: it decides and acts for "
+    "that pool's nodes.",
+    ["pool"],
+)
 DECISIONS = Counter(
     "pitcrew_decisions_total",
     "Lifecycle decisions, by whether they changed the node (acted) or not (unchanged); "
@@ -216,3 +229,45 @@ def _left_service(status: GPUNodeStatus) -> datetime.datetime | None:
         if transition.from_phase in IN_SERVICE and transition.to_phase not in IN_SERVICE:
             return transition.time
     return None
+
+
+FLEET: tuple[Counter | Gauge, ...] = (
+    GPU_SECONDS,
+    NODES,
+    GPUS,
+    OLDEST,
+    HEARTBEAT,
+    NODE_INFO,
+    POOL_INTERRUPTIONS,
+    JOB_SECONDS,
+    JOB_INTERRUPTIONS,
+    JOB_GPUS,
+    JOB_MFU,
+    JOBS_FOLDED,
+)
+"""The series the accountant feeds from the whole cache on a timer. Every replica
+keeps them (its ledgers feed the goodput in the status of the pools it leads), and
+only the cluster shard's holder serves them (:func:`serve`): summed over the
+replicas, they would count every GPU-second once per replica."""
+
+
+class Served(Collector):
+    """The process's metrics, the :data:`FLEET` series left out while ``fleet`` says
+    another replica serves them."""
+
+    def __init__(self, fleet: Callable[[], bool]) -> None:
+        self.fleet = fleet
+        self.names = {family.name for metric in FLEET for family in metric.describe()}
+
+    def collect(self) -> Iterable[Any]:
+        serve_fleet = self.fleet()
+        for family in REGISTRY.collect():
+            if serve_fleet or family.name not in self.names:
+                yield family
+
+
+def serve(port: int, *, fleet: Callable[[], bool]) -> None:
+    """Serve the metrics on ``port``, the fleet's series while ``fleet()``."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(Served(fleet))
+    start_http_server(port, registry=registry)

@@ -1,4 +1,10 @@
-"""The operator process: health and metrics, leader election, the shell's wiring, kopf.
+"""The operator process: health and metrics, the election of its shards, the shell's
+wiring, kopf.
+
+Every replica watches the whole cluster and runs the round loop; it decides and
+acts only for the shards whose Lease it holds (:mod:`pitcrew.controller.leader`,
+design 017): the pools it leads, and the cluster-wide work when it holds the
+cluster shard. A shard taken over is decided at once from a warm cache.
 
 Nodes, Pods and GPUNodes, the hot streams, are watched raw
 (:mod:`pitcrew.kube.watches`, one thread each): every object parsed once from
@@ -26,9 +32,9 @@ from typing import Any
 import kopf
 from kopf._core.engines.peering import Identity  # kopf.run's type for it, not re-exported
 from kubernetes import client
-from prometheus_client import start_http_server
 
-from pitcrew.api.meta import GROUP, VERSION
+from pitcrew.api.meta import API_VERSION, GROUP, VERSION
+from pitcrew.api.policy import GPUHealthPolicy
 from pitcrew.api.vocabulary import account_name
 from pitcrew.controller import health, metrics
 from pitcrew.controller.accountant import Accountant
@@ -37,9 +43,10 @@ from pitcrew.controller.hangs import HangWatch, Restarter
 from pitcrew.controller.job_sizes import JobSizes, fetcher
 from pitcrew.controller.job_sizes import discovery as job_size_discovery
 from pitcrew.controller.lanes import Lanes
-from pitcrew.controller.leader import Elector, wait_for_leadership
+from pitcrew.controller.leader import Elector, run_until_it_ends
 from pitcrew.controller.maintenance import NodeMaintenances, discovery, lister
 from pitcrew.controller.policy_status import PolicyStatusWriter
+from pitcrew.controller.ports import Alone, Leadership
 from pitcrew.controller.prepull import INTERVAL as PRE_PULL_INTERVAL
 from pitcrew.controller.prepull import PrePuller
 from pitcrew.controller.rounds import RoundLoop
@@ -48,6 +55,8 @@ from pitcrew.controller.settings import OperatorSettings, identity, job_pods
 from pitcrew.controller.slurm import SlurmWatch
 from pitcrew.controller.store import Store
 from pitcrew.core.convert import object_key
+from pitcrew.core.lease import Timing
+from pitcrew.core.port_types import Ref
 from pitcrew.kube import evictions, watches
 from pitcrew.kube.client import api_client, load_configuration, use_as_default
 from pitcrew.kube.cluster import LIST_PATHS, KubeCluster
@@ -58,24 +67,23 @@ from pitcrew.slurm.control import Slurm
 logger = logging.getLogger(__name__)
 
 
-def always() -> bool:
-    """Without leader election, the one process may always act."""
-    return True
-
-
 def build(
     api: client.ApiClient,
     settings: OperatorSettings,
     *,
-    leading: Callable[[], bool] = always,
+    leadership: Leadership | None = None,
 ) -> Shell:
-    """The shell with its real collaborators: the Kubernetes API, Events, remediators."""
+    """The shell with its real collaborators: the Kubernetes API, Events, remediators;
+    acting for the shards ``leadership`` says this replica leads (all, without one)."""
+    leads = leadership or Alone()
     store = Store()
     cluster = KubeCluster(api)
     pool = Lanes(settings.rounds.workers)
     events = Recorder(api, hold=pool.wait_first)
 
     def flag(pod: dict[str, Any], *, reason: str, message: str) -> None:
+        if not leads.leads_cluster():
+            return  # the cluster shard's holder says it
         meta = pod.get("metadata") or {}
         ref = pod_ref(meta.get("namespace", ""), meta.get("name", ""), meta.get("uid", ""))
         events.emit(ref, reason=reason, message=message, warning=True)
@@ -127,7 +135,9 @@ def build(
         flag=flag,
         wake=wake,
         sizes=sizes.get,
-        hangs=HangWatch(store, restart=restarter, dry_run=settings.dry_run),
+        hangs=HangWatch(
+            store, restart=restarter, dry_run=settings.dry_run, leading=leads.leads_pool
+        ),
     )
 
     executor = Executor(
@@ -145,7 +155,7 @@ def build(
         settings=settings,
         clock=utc_now,
         requeue=requeue,
-        leading=leading,
+        leading=leads.leads_pool,
         slurm=slurm,
     )
     rounds = RoundLoop(
@@ -160,11 +170,17 @@ def build(
         settings=settings,
         clock=utc_now,
         slurm=slurm,
+        leadership=leads,
     )
     holder.append(rounds)
-    pre_puller = PrePuller(store=store, cluster=cluster, events=events, leading=leading)
+    pre_puller = PrePuller(store=store, cluster=cluster, events=events, leading=leads.leads_pool)
     return Shell(
-        rounds=rounds, accountant=accountant, pre_puller=pre_puller, settings=settings, api=api
+        rounds=rounds,
+        accountant=accountant,
+        pre_puller=pre_puller,
+        settings=settings,
+        api=api,
+        events=events,
     )
 
 
@@ -192,6 +208,7 @@ class Shell:
     pre_puller: PrePuller
     settings: OperatorSettings
     api: client.ApiClient
+    events: Recorder
 
     async def account(self) -> None:
         """Feed GPU-time and job-time metrics from the cache, every few seconds."""
@@ -315,16 +332,24 @@ def connection(configuration: client.Configuration) -> kopf.ConnectionInfo:
 
 
 def run(settings: OperatorSettings) -> None:
-    """Run the operator until stopped: health and metrics first (standbys serve them
-    too), then leader election, then kopf."""
+    """Run the operator until stopped: health and metrics, the shell (every replica
+    watches the whole cluster), the election of its shards, then kopf."""
     api = api_client(settings.kubeconfig)
     use_as_default(api)
-    leading: list[RoundLoop] = []
+    holder = identity(settings)
+    elector: Elector | None = None
+    if settings.leader.election:
+        elector = Elector(
+            api,
+            namespace=settings.namespace,
+            cluster=settings.leader.lease_name,
+            identity=holder,
+            timing=Timing(int(settings.leader.lease_duration.total_seconds())),
+        )
+    shell = build(api, settings, leadership=elector)
+    rounds = shell.rounds
 
     def live() -> str | None:
-        if not leading:
-            return None  # a standby waiting for the Lease is healthy
-        rounds = leading[0]
         return health.leader_check(
             last_round=lambda: rounds.last_round_at,
             last_event=lambda: rounds.last_gpunode_event,
@@ -336,28 +361,53 @@ def run(settings: OperatorSettings) -> None:
 
     if settings.health.port:
         health.serve(settings.health.port, live=live)
-    metrics.LEADER.set(0)
+    metrics.LEADER.set(0 if elector else 1)
     if settings.metrics.port:
-        start_http_server(settings.metrics.port)
-    may_act = always
-    elector: Elector | None = None
-    holder = identity(settings)
-    if settings.leader.election:
-        elector = wait_for_leadership(
-            api,
-            name=settings.leader.lease_name,
-            namespace=settings.namespace,
-            identity=holder,
-            lease_seconds=int(settings.leader.lease_duration.total_seconds()),
-        )
-        may_act = functools.partial(elector.leads, settings.leader.lease_name)
-    metrics.LEADER.set(1)
-    shell = build(api, settings, leading=may_act)
-    leading.append(shell.rounds)
+        metrics.serve(settings.metrics.port, fleet=(elector or Alone()).leads_cluster)
+    if elector is not None:
+        campaign(elector, shell, namespace=settings.namespace)
     registry = kopf.OperatorRegistry()
     register(registry, shell)
     # kopf names itself user@host unless told, and getpass finds no user for the image's
     # uid 65532 under a kubelet (no /etc/passwd entry, no $USER): the operator exited.
     kopf.run(registry=registry, clusterwide=True, standalone=True, identity=Identity(holder))
     if elector is not None:
-        elector.release()  # stopped cleanly (SIGTERM): a standby need not wait it out
+        elector.release()  # stopped cleanly (SIGTERM): the others need not wait it out
+
+
+def campaign(elector: Elector, shell: Shell, *, namespace: str) -> None:
+    """Start the election's thread, its shards won and lost said in metrics and Events
+    and a pool won decided at once; the process exits if the thread ever ends."""
+
+    def won(lease: str, previous: str) -> None:
+        pool = elector.policy_of(lease)
+        since = f"taken over from {previous}" if previous else "it was free"
+        if lease == elector.cluster or pool is None:
+            metrics.LEADER.set(1)
+            ref = Ref("Lease", lease, "coordination.k8s.io/v1", namespace=namespace)
+            what = "the cluster-wide work (ValidationRuns, the fleet's metrics)"
+        else:
+            metrics.POOL_LEADER.labels(pool).set(1)
+            shell.rounds.taken_over(pool)
+            policy = shell.rounds.store.policies.get(pool, {}).get("metadata", {})
+            ref = Ref(GPUHealthPolicy.KIND, pool, API_VERSION, policy.get("uid", ""))
+            what = f"pool {pool}"
+        message = f"{elector.identity} leads {what} (Lease {namespace}/{lease}): {since}"
+        shell.events.emit(ref, reason="ShardTakenOver", message=message)
+
+    def lost(lease: str) -> None:
+        pool = elector.policy_of(lease)
+        if lease == elector.cluster:
+            metrics.LEADER.set(0)
+        elif pool is not None:
+            metrics.POOL_LEADER.labels(pool).set(0)
+
+    elector.won = won
+    elector.lost = lost
+    threading.Thread(
+        target=run_until_it_ends,
+        args=(elector.run,),
+        kwargs={"stopped": elector.stopped},
+        daemon=True,
+        name="pitcrew-leases",
+    ).start()

@@ -112,3 +112,30 @@ class PullCluster(Protocol):
     def apply_gpunode_images(self, *, node: str, images: list[str]) -> Object:
         """Server-side apply ``status.images`` of a GPUNode (its own field manager)."""
         ...
+
+
+class Leadership(Protocol):
+    """Which shards this process leads now (:mod:`pitcrew.controller.leader`): a pool
+    is decided and acted on, and the cluster-wide work done, only by the replica that
+    holds its Lease within its tenure."""
+
+    def leads_pool(self, policy: str) -> bool: ...
+
+    def leads_cluster(self) -> bool: ...
+
+    def campaign(self, pools: Iterable[str]) -> None:
+        """The pools there are now: a Lease is campaigned for each."""
+
+
+class Alone:
+    """No election (``leader.election`` off, one replica): every shard is this
+    process's."""
+
+    def leads_pool(self, policy: str) -> bool:
+        return True
+
+    def leads_cluster(self) -> bool:
+        return True
+
+    def campaign(self, pools: Iterable[str]) -> None:
+        """Nothing to campaign for."""

@@ -72,7 +72,9 @@ class PrePuller:
     store: Store
     cluster: PullCluster
     events: EventSink
-    leading: Callable[[], bool]
+    leading: Callable[[str], bool]
+    """Whether this replica leads a pool (by policy name): it pre-pulls onto, cleans up
+    after and clears the status of the nodes of its own pools only."""
     clock: Callable[[], datetime.datetime] = field(
         default=lambda: datetime.datetime.now(datetime.UTC)
     )
@@ -81,14 +83,17 @@ class PrePuller:
 
     def snapshot(self) -> Snapshot:
         """What the pass needs from the watch cache; on the event loop, which feeds it."""
-        if not self.leading():
-            return Snapshot()
         store = self.store
         pools: dict[str, list[str]] = defaultdict(list)
         for name in list(store.nodes):
             matched = store.policies_of(name)
-            if len(matched) == 1:
+            if len(matched) == 1 and self.leading(matched[0]):
                 pools[matched[0]].append(name)
+        led = {name for members in pools.values() for name in members}
+
+        def ours(node: str) -> bool:  # in a pool this replica leads, or in none
+            return node in led or len(store.policies_of(node)) != 1
+
         spares: list[Spare] = []
         taken: set[str] = set()
         for policy_name, members in sorted(pools.items()):
@@ -111,9 +116,9 @@ class PrePuller:
         stale = [
             p
             for p in list(store.pods.values())
-            if _pre_pull(p) and _node(p) not in taken and self._stale(p)
+            if _pre_pull(p) and ours(_node(p)) and _node(p) not in taken and self._stale(p)
         ]
-        cleared = tuple(sorted(n for n in self.shown if n not in taken))
+        cleared = tuple(sorted(n for n in self.shown if ours(n) and n not in taken))
         return Snapshot(tuple(spares), tuple(stale), cleared)
 
     def _stale(self, pre_pull: Object) -> bool:

@@ -28,6 +28,12 @@ For the same reason a node whose GPUNode exists but is not cached yet (its
 create answered 409), or whose status does not parse, is skipped and said so,
 never decided from an empty status.
 
+A replica decides only the nodes of the pools whose Lease it holds
+(:mod:`pitcrew.controller.leader`, design 017): the others' nodes stay in its
+cache, undecided, and when it takes a pool over (:meth:`RoundLoop.taken_over`)
+they are all decided at once. The cluster-wide work (ValidationRuns, nodes no
+policy manages any more) is the cluster shard's.
+
 Nodes with news go first; the periodic resync follows in chunks, so a fault
 is never queued behind a sweep of the whole fleet. A decision that changes
 nothing stays on the event loop (no thread hop): at thousands of nodes that
@@ -53,7 +59,7 @@ from pitcrew.controller import metrics
 from pitcrew.controller.executor import Executor, Plan
 from pitcrew.controller.lanes import Pool
 from pitcrew.controller.policy_status import PolicyStatusWriter
-from pitcrew.controller.ports import Cluster
+from pitcrew.controller.ports import Alone, Cluster, Leadership
 from pitcrew.controller.settings import OperatorSettings, operator_pod
 from pitcrew.controller.slurm import SlurmWatch
 from pitcrew.controller.store import Store
@@ -130,8 +136,11 @@ class RoundLoop:
         settings: OperatorSettings,
         clock: Clock,
         slurm: SlurmWatch | None = None,
+        leadership: Leadership | None = None,
     ) -> None:
         self.store = store
+        self.leadership = leadership or Alone()
+        """The shards this replica leads: it decides only the nodes of its pools."""
         self.cluster = cluster
         self.executor = executor
         self.policy_status = policy_status
@@ -188,6 +197,7 @@ class RoundLoop:
         if kind == "policy":
             before = self.store.policies.get(obj.get("metadata", {}).get("name", ""))
             self.store.put(kind, obj, deleted=deleted)
+            self.leadership.campaign(self.store.policies)
             generation = obj.get("metadata", {}).get("generation")
             if deleted or before is None or before["metadata"].get("generation") != generation:
                 self.mark(self.store.nodes)
@@ -213,6 +223,15 @@ class RoundLoop:
         held = {"node": self.store.nodes, "gpunode": self.store.gpunodes, "pod": self.store.pods}
         for key in sorted(held[kind].keys() - keys):
             self.observe(kind, held[kind][key], deleted=True)
+
+    def taken_over(self, policy: str) -> None:
+        """This replica took pool ``policy`` over: its nodes are decided now, not at the
+        next resync. Safe from any thread (the election's calls it)."""
+        self._on_loop(self._taken_over, policy)
+
+    def _taken_over(self, policy: str) -> None:
+        pool = (policy,)
+        self._mark([name for name in self.store.nodes if self.store.policies_of(name) == pool])
 
     def mark(self, names: Iterable[str]) -> None:
         """Queue nodes for the next round. Safe from any thread."""
@@ -278,7 +297,7 @@ class RoundLoop:
             self.last_round_at = self.clock()
             await asyncio.sleep(COALESCE_SECONDS)  # a burst of events becomes one round
             batch = self.next_batch()
-            if self.runs.active() and not self.settings.dry_run:
+            if self.runs.active() and not self.settings.dry_run and self.leadership.leads_cluster():
                 await self._in_thread(self.runs.step, self.clock())
             if not batch:
                 continue
@@ -337,7 +356,7 @@ class RoundLoop:
         names = sorted(names)
         for name in names:
             node = self.store.nodes.get(name)
-            if node is not None and name not in self.store.gpunodes and self._policy_for(name):
+            if node is not None and name not in self.store.gpunodes and self._led(name):
                 uid = node["metadata"].get("uid", "")
                 created = await self._in_thread(
                     self.cluster.ensure_gpunode, node=name, node_uid=uid
@@ -445,18 +464,26 @@ class RoundLoop:
         if seconds < self.settings.rounds.resync.total_seconds():
             self.requeue(name, seconds + WAKE_SLACK)
 
+    def _led(self, name: str) -> bool:
+        """Whether ``name`` is in one pool and this replica leads it."""
+        policy = self._policy_for(name)
+        return policy is not None and self.leadership.leads_pool(policy.name)
+
     def _decidable(self, name: str) -> PolicyView | None:
         """The policy ``name`` is decided under, or None when it is not decided now
-        (gone, a plan in flight, no single policy, no readable GPUNode yet), said
-        so where a person must know."""
+        (gone, a plan in flight, no single policy, a pool another replica leads, no
+        readable GPUNode yet), said so where a person must know."""
         node = self.store.nodes.get(name)
         if node is None or name in self.in_flight:
             return None
         self.resting.pop(name, None)
         policy = self._policy_for(name)
         if policy is None:
-            if len(self.store.policies_of(name)) != 1:  # in no policy, or in several
+            managed = len(self.store.policies_of(name)) == 1
+            if not managed and self.leadership.leads_cluster():  # in no policy, or several
                 self._release_if_marked(name, node)
+            return None
+        if not self.leadership.leads_pool(policy.name):
             return None
         if name not in self.store.gpunodes:
             return None  # it exists (the create said so) but is not cached yet
@@ -581,7 +608,7 @@ class RoundLoop:
         matched = self.store.policies_of(name)
         if len(matched) == 1:
             policy = self.store.policy(matched[0])
-            if policy is None:
+            if policy is None and self.leadership.leads_pool(matched[0]):
                 # One bad policy must not stop the others: its nodes wait, it says why.
                 self.policy_status.unreadable(matched[0], self.store.policy_problem(matched[0]))
             return policy

@@ -14,13 +14,26 @@ until :attr:`Timing.renew_deadline` after it *sent* the last renewal that
 succeeded. A candidate cannot take the Lease before ``leaseDurationSeconds``
 after that renewal *landed*, later still, so the two never act at once; the
 difference is the margin for writes already in flight.
+
+Shards (design 017): the operator campaigns for a Lease per pool and one for the
+cluster-wide work, and each replica keeps a member Lease of its own so the others
+know it is there. A replica takes a free pool only while it leads fewer pools
+than its fair share (:func:`fair_share`), or once the pool has gone unled for
+another Lease duration (a member that is alive but does not take it); one leading
+more than its share gives one back while another member leads fewer
+(:func:`surplus`). The cluster shard is outside the share: whoever finds it free
+takes it. Two replicas and two pools so settle one pool each, and a replica that
+dies moves only its own shards.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
+
+from pitcrew.core.names import bounded_name
 
 
 @dataclass(frozen=True)
@@ -46,13 +59,17 @@ class Timing:
 
 @dataclass(frozen=True)
 class Record:
-    """What a Lease says, as far as the election reads it."""
+    """What a Lease says, as far as the election reads it; a Lease that does not exist
+    is :data:`ABSENT`."""
 
     holder: str
     duration: float
     transitions: int
     version: str
     """The resourceVersion: every write makes a new one, a renewal included."""
+
+
+ABSENT = Record(holder="", duration=0.0, transitions=0, version="")
 
 
 @dataclass(frozen=True)
@@ -71,10 +88,17 @@ def seen(before: Seen | None, record: Record, now: float) -> Seen:
     return Seen(record, now)
 
 
+def free_since(lease: Seen) -> float:
+    """From when a candidate may take the Lease: at once when it is absent or given
+    back (no holder), else once it stood unchanged for its whole duration (its holder
+    is gone or cannot reach the apiserver)."""
+    if not lease.record.holder:
+        return lease.since
+    return lease.since + lease.record.duration
+
+
 def free(lease: Seen, now: float) -> bool:
-    """Whether a candidate may take the Lease: given back, or unchanged for its whole
-    duration (its holder is gone or cannot reach the apiserver)."""
-    return not lease.record.holder or now >= lease.since + lease.record.duration
+    return now >= free_since(lease)
 
 
 class Step(Enum):
@@ -86,16 +110,48 @@ class Step(Enum):
     WAIT = "wait"
 
 
-def step(lease: Seen | None, *, identity: str, now: float) -> Step:
-    """The take-over rule: create a Lease no one has made; renew one that names this
-    candidate (its own, or its own before a restart); take one that is free; else wait."""
-    if lease is None:
-        return Step.CREATE
+def step(lease: Seen, *, identity: str, now: float, under_share: bool, patience: float) -> Step:
+    """The take-over rule: renew a Lease that names this candidate (its own, or its
+    own before a restart); create one no one has made, or take one that is free, while
+    this candidate holds less than its share, or whatever it holds once the Lease has
+    been free ``patience`` seconds more (no other member took it); else wait."""
     if lease.record.holder == identity:
         return Step.RENEW
-    if free(lease, now):
-        return Step.TAKE
-    return Step.WAIT
+    if not free(lease, now):
+        return Step.WAIT
+    if not under_share and now < free_since(lease) + patience:
+        return Step.WAIT
+    return Step.TAKE if lease.record.version else Step.CREATE
+
+
+def fair_share(shards: int, members: int) -> int:
+    """Shards one member should lead at most: all of them split among the members
+    alive, rounded up so that every shard has a place."""
+    return math.ceil(shards / max(members, 1))
+
+
+def surplus(held: Sequence[str], *, fair: int, others_under: bool) -> str | None:
+    """The pool Lease to give back this turn, if any: one (the last by name) while
+    this member leads more pools than its share and another member leads fewer, who
+    will take it; one a turn, so that the others' counts catch up."""
+    if len(held) <= fair or not others_under:
+        return None
+    return sorted(held)[-1]
+
+
+def pool_lease(cluster: str, policy: str) -> str:
+    """The Lease of the pool of GPUHealthPolicy ``policy``, beside the cluster shard's
+    Lease ``cluster``."""
+    return bounded_name(f"{cluster}-pool-{policy}", 253)
+
+
+def member_lease(cluster: str, identity: str) -> str:
+    """The Lease a replica renews to say it is alive and may take shards."""
+    return bounded_name(f"{cluster}-member-{identity}", 253)
+
+
+def is_member_lease(cluster: str, name: str) -> bool:
+    return name.startswith(f"{cluster}-member-")
 
 
 class Tenure:

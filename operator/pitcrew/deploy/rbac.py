@@ -22,7 +22,8 @@ operator
     metal3.io baremetalhosts get/list: BMC addresses (they hold no secrets).
     jobsets, kubeflow.org jobs, volcano jobs get (optional, a ClusterRole of its own,
     :func:`job_size_manifests`): the sizes training jobs' launchers declare.
-    leases (own namespace): leader election. secrets get (own namespace):
+    leases (own namespace): the election of shards (list: one read of it all; delete:
+    the member Leases of replicas long gone). secrets get (own namespace):
     BMC credentials for the Redfish rung; and, only where Metal3 is a BMC
     source, secrets get in the BareMetalHosts' namespace (:func:`metal3_manifests`).
 agent
@@ -92,7 +93,7 @@ OPERATOR_CLUSTER_RULES: list[Rule] = [
     _rule(["metal3.io"], ["baremetalhosts"], ["get", "list"]),
 ]
 OPERATOR_NAMESPACE_RULES: list[Rule] = [
-    _rule(["coordination.k8s.io"], ["leases"], ["get", "create", "update"]),
+    _rule(["coordination.k8s.io"], ["leases"], ["get", "list", "create", "update", "delete"]),
     _rule([""], ["secrets"], ["get"]),
 ]
 AGENT_CLUSTER_RULES: list[Rule] = [

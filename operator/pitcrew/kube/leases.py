@@ -16,6 +16,7 @@ from typing import Any
 
 from kubernetes import client
 
+from pitcrew.api.vocabulary import ELECTION_LABEL
 from pitcrew.core.lease import Record
 from pitcrew.kube.client import request
 
@@ -25,6 +26,33 @@ API = "/apis/coordination.k8s.io/v1"
 def path(namespace: str, name: str = "") -> str:
     collection = f"{API}/namespaces/{namespace}/leases"
     return f"{collection}/{name}" if name else collection
+
+
+def listed(
+    api: client.ApiClient, namespace: str, election: str, *, timeout: float
+) -> list[dict[str, Any]]:
+    """Every Lease of the election whose cluster shard is Lease ``election``, in one
+    request (a few dozen small objects: no paging)."""
+    answer = request(
+        api,
+        "GET",
+        path(namespace),
+        query={"labelSelector": f"{ELECTION_LABEL}={election}"},
+        timeout=timeout,
+    )
+    return list(answer.get("items") or [])
+
+
+def delete(api: client.ApiClient, lease: dict[str, Any], *, timeout: float) -> None:
+    """Delete ``lease`` if it is still the version read (a member Lease long dead)."""
+    meta = lease["metadata"]
+    request(
+        api,
+        "DELETE",
+        path(meta["namespace"], meta["name"]),
+        body={"preconditions": {"resourceVersion": meta["resourceVersion"]}},
+        timeout=timeout,
+    )
 
 
 def read(
@@ -74,10 +102,12 @@ def held(
     identity: str,
     seconds: int,
     now: datetime.datetime,
+    election: str,
     before: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The Lease held by ``identity`` from ``now``: a new one, or ``before`` (the Lease
-    as read, its resourceVersion guarding the write) taken over or renewed. Taking it
+    as read, its resourceVersion guarding the write) taken over or renewed, labelled
+    with its ``election`` (:func:`listed`). Taking it
     from another holder (or from none) counts a transition and starts its
     ``acquireTime``; a renewal changes only ``renewTime``."""
     spec = dict((before or {}).get("spec") or {})
@@ -89,6 +119,7 @@ def held(
     meta: dict[str, Any] = {"name": name, "namespace": namespace}
     if before is not None:
         meta = {**before["metadata"], **meta}
+    meta["labels"] = {**(meta.get("labels") or {}), ELECTION_LABEL: election}
     return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta, "spec": spec}
 
 

@@ -74,10 +74,11 @@ def scenario(chaos: Chaos, disrupt: Callable[[], object], every: float = EVERY) 
 def test_the_leader_killed_every_20_s(
     chaos: Chaos, pitcrew: SimStack, api_client: client.ApiClient
 ) -> None:
-    """SIGKILL mid-work: no goodbye, no Lease release; back as the standby."""
+    """SIGKILL of the pool's leader mid-work: no goodbye, no Lease release; back as a
+    replica that may take a pool again."""
 
     def kill_the_leader() -> None:
-        leader = holder(api_client)
+        leader = holder(api_client, chaos.fleet)
         if leader in pitcrew.running:
             pitcrew.kill(leader)
 
@@ -145,7 +146,7 @@ def test_the_leader_cut_off_from_the_apiserver(
         leaders: list[str] = []
 
         def cut_the_leader() -> None:
-            leader = holder(api_client)
+            leader = holder(api_client, chaos.fleet)
             leaders.append(leader)
             if leader not in OPERATORS:
                 return

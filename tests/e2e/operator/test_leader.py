@@ -1,4 +1,5 @@
-"""One active operator: a standby takes over mid-drain without repeating work."""
+"""One replica acts for each pool: another takes a pool over mid-drain without
+repeating work, and a replica that loses a Lease stops acting for it at once."""
 
 from __future__ import annotations
 
@@ -12,17 +13,26 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
+from pitcrew.core.lease import pool_lease
 from pitcrew.dev import devcluster
 from pitcrew.dev.stack import SimStack
 from support.fixtures import HealthyFleet
 from support.fleet import NAMESPACE, eventually
+from support.operator_metrics import process_samples
 
 FATAL_XID = [{"type": "xid", "gpu": 0, "code": 79}]
+CLUSTER = "pitcrew-operator"
 
 
-def holder(api: client.ApiClient) -> str:
-    lease = client.CoordinationV1Api(api).read_namespaced_lease("pitcrew-operator", NAMESPACE)
-    return str(lease.spec.holder_identity)
+def holder(api: client.ApiClient, lease: str = CLUSTER) -> str:
+    """Who holds ``lease`` (the cluster shard's by default); "" while no one does."""
+    try:
+        found = client.CoordinationV1Api(api).read_namespaced_lease(lease, NAMESPACE)
+    except client.ApiException as error:
+        if error.status == 404:
+            return ""
+        raise
+    return str(found.spec.holder_identity or "")
 
 
 def test_standby_finishes_the_drain_after_the_leader_dies(
@@ -31,7 +41,10 @@ def test_standby_finishes_the_drain_after_the_leader_dies(
     pitcrew: SimStack,
     api_client: client.ApiClient,
 ) -> None:
-    pitcrew.start_operator("operator-b")
+    for name in ("operator-a", "operator-b"):
+        if name not in pitcrew.running or pitcrew.running[name].poll() is not None:
+            pitcrew.running.pop(name, None)
+            pitcrew.start_operator(name)
     fleet = healthy_fleet(size=2)
     node = fleet.nodes[0]
     labels = {"app": "guarded"}
@@ -57,10 +70,13 @@ def test_standby_finishes_the_drain_after_the_leader_dies(
         lambda: any("free-0" in e.message for e in fleet.events(node) if e.reason == "Evicted"),
         what="the eviction's Event",
     )
-    leader = holder(api_client)
+    pool = pool_lease(CLUSTER, fleet.group)
+    leader = holder(api_client, pool)
     other = "operator-b" if leader == "operator-a" else "operator-a"
     pitcrew.kill(leader)  # SIGKILL mid-drain: no goodbye, no lease release
-    eventually(lambda: holder(api_client) == other, timeout=30, what=f"{other} takes the lease")
+    eventually(
+        lambda: holder(api_client, pool) == other, timeout=30, what=f"{other} takes the pool"
+    )
     assert fleet.phase(node) == "Draining"
     budget.delete_namespaced_pod_disruption_budget("guarded", workload_namespace)
     fleet.wait_phase(node, "Healthy", timeout=90)
@@ -80,7 +96,7 @@ def test_standby_finishes_the_drain_after_the_leader_dies(
     pitcrew.start_operator(leader)
 
 
-def test_a_leader_that_loses_its_lease_exits(
+def test_a_replica_that_loses_a_lease_stops_acting_for_it_and_goes_on(
     pitcrew: SimStack, api_client: client.ApiClient
 ) -> None:
     leases = client.CoordinationV1Api(api_client)
@@ -88,22 +104,30 @@ def test_a_leader_that_loses_its_lease_exits(
     leader = holder(api_client)
     process = pitcrew.running[leader]
     for name in [n for n in pitcrew.running if n.startswith("operator") and n != leader]:
-        pitcrew.kill(name)  # no standby may take the lease back
-    lease = leases.read_namespaced_lease("pitcrew-operator", NAMESPACE)
+        pitcrew.kill(name)  # no other replica may take the lease back
+    eventually(lambda: cluster_leader(pitcrew, leader) == 1.0, what="the leader says it leads")
+    lease = leases.read_namespaced_lease(CLUSTER, NAMESPACE)
     lease.spec.holder_identity = "intruder"
     lease.spec.lease_duration_seconds = 3600
     lease.spec.renew_time = datetime.datetime.now(datetime.UTC)
-    leases.replace_namespaced_lease("pitcrew-operator", NAMESPACE, lease)
-    eventually(lambda: process.poll() is not None, timeout=30, what="the old leader to exit")
-    assert process.returncode == 3
-    pitcrew.running.pop(leader)
-    lease = leases.read_namespaced_lease("pitcrew-operator", NAMESPACE)
-    lease.spec.lease_duration_seconds = 1
-    leases.replace_namespaced_lease("pitcrew-operator", NAMESPACE, lease)
-    pitcrew.start_operator("operator-a")
+    leases.replace_namespaced_lease(CLUSTER, NAMESPACE, lease)
     eventually(
-        lambda: holder(api_client) == "operator-a", timeout=30, what="operator-a leads again"
+        lambda: cluster_leader(pitcrew, leader) == 0.0, timeout=10, what="the leader to stop"
     )
+    assert process.poll() is None  # its other shards go on
+    assert "lost the Lease" in pitcrew.log(leader)
+    lease = leases.read_namespaced_lease(CLUSTER, NAMESPACE)
+    lease.spec.lease_duration_seconds = 1
+    leases.replace_namespaced_lease(CLUSTER, NAMESPACE, lease)
+    eventually(lambda: holder(api_client) == leader, timeout=30, what=f"{leader} leads again")
+    if leader != "operator-a":
+        pitcrew.start_operator("operator-a")
+
+
+def cluster_leader(pitcrew: SimStack, name: str) -> float | None:
+    """The process's ``pitcrew_leader`` gauge: 1 while it holds the cluster shard."""
+    found = [s.value for s in process_samples(pitcrew, name) if s.name == "pitcrew_leader"]
+    return found[0] if found else None
 
 
 class Counter(http.server.BaseHTTPRequestHandler):
@@ -147,7 +171,7 @@ def test_an_apiserver_restart_under_two_replicas_never_leaves_two_leaders_acting
             node, {"metadata": {"annotations": {"sim.pitcrew.dev/repair-fails": "webhook"}}}
         )
         devcluster.restart(directory=Path(kubeconfig).parent, component="kube-apiserver")
-        # As Kubernetes would: an operator whose election ended is started again.
+        # As Kubernetes would: an operator that exited is started again.
         time.sleep(6)
         for name in operators:
             if pitcrew.running[name].poll() is not None:

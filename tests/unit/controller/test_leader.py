@@ -1,7 +1,7 @@
 """Pitcrew's elector against an in-memory Lease API that guards writes by
-resourceVersion as the apiserver does: one holder at a time, a take-over only after
-the Lease stood still for its duration, a lost Lease stops acting at once, and an
-election that ends ends the process."""
+resourceVersion as the apiserver does: one holder of a shard at a time, a take-over
+only after the Lease stood still for its duration, a lost Lease stops acting at
+once, two replicas split the shards, and an election that ends ends the process."""
 
 from __future__ import annotations
 
@@ -13,9 +13,15 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from pitcrew.api.vocabulary import ELECTION_LABEL
 from pitcrew.controller import leader
-from pitcrew.controller.leader import EXIT_ELECTION_ENDED, Elector, run_until_it_ends
-from pitcrew.core.lease import Timing
+from pitcrew.controller.leader import (
+    EXIT_ELECTION_ENDED,
+    STALE_MEMBER,
+    Elector,
+    run_until_it_ends,
+)
+from pitcrew.core.lease import Timing, member_lease, pool_lease
 from pitcrew.kube import leases
 from pitcrew.kube.client import api_client
 
@@ -60,6 +66,24 @@ class Apiserver:
         found = self.leases.get(name)
         return copy.deepcopy(found) if found else None
 
+    def listed(
+        self, api: object, namespace: str, election: str, *, timeout: float
+    ) -> list[dict[str, Any]]:
+        self._reach()
+        self.reads += 1
+        return [
+            copy.deepcopy(lease)
+            for lease in self.leases.values()
+            if lease["metadata"].get("labels", {}).get(ELECTION_LABEL) == election
+        ]
+
+    def delete(self, api: object, lease: dict[str, Any], *, timeout: float) -> None:
+        self._reach()
+        name = lease["metadata"]["name"]
+        if self.leases[name]["metadata"]["resourceVersion"] != lease["metadata"]["resourceVersion"]:
+            raise client.ApiException(status=409, reason="Conflict")
+        del self.leases[name]
+
     def create(self, api: object, lease: dict[str, Any], *, timeout: float) -> dict[str, Any]:
         self._reach()
         if lease["metadata"]["name"] in self.leases:
@@ -80,24 +104,27 @@ class Apiserver:
 @pytest.fixture
 def apiserver(monkeypatch: pytest.MonkeyPatch) -> Apiserver:
     server = Apiserver()
-    for call in ("read", "create", "replace"):
+    for call in ("listed", "read", "create", "replace", "delete"):
         monkeypatch.setattr(leader.leases, call, getattr(server, call))
     return server
 
 
-def candidate(identity: str, clock: Clock, events: list[str] | None = None) -> Elector:
+def candidate(
+    identity: str, clock: Clock, events: list[str] | None = None, pools: tuple[str, ...] = ()
+) -> Elector:
     said = events if events is not None else []
     elector = Elector(
         client.ApiClient(),
         namespace=NAMESPACE,
+        cluster=LEASE,
         identity=identity,
         timing=TIMING,
-        won=lambda name: said.append(f"{identity} won {name}"),
+        won=lambda name, _: said.append(f"{identity} won {name}"),
         lost=lambda name: said.append(f"{identity} lost {name}"),
         clock=clock,
         wall=lambda: datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC),
     )
-    elector.campaign([LEASE])
+    elector.campaign(pools)
     return elector
 
 
@@ -111,16 +138,18 @@ def test_the_first_candidate_creates_the_lease_and_the_second_waits(apiserver: A
     assert not b.leads(LEASE)
 
 
-def test_a_holder_renews_with_one_write_and_no_read(apiserver: Apiserver) -> None:
+def test_a_turn_is_one_read_of_the_election_and_one_write_per_lease_held(
+    apiserver: Apiserver,
+) -> None:
     clock = Clock()
-    a = candidate("a", clock)
+    a = candidate("a", clock, pools=("p1", "p2"))
     a.turn()
     reads, writes = apiserver.reads, apiserver.writes
     for _ in range(5):
         clock.now += TIMING.retry
         a.turn()
-    assert apiserver.writes == writes + 5
-    assert apiserver.reads == reads
+    assert apiserver.reads == reads + 5
+    assert apiserver.writes == writes + 5 * 4  # its member Lease, the cluster's, two pools'
     assert a.leads(LEASE)
 
 
@@ -216,20 +245,35 @@ def test_two_candidates_never_act_at_once(apiserver: Apiserver) -> None:
 def test_the_lease_body_keeps_acquire_time_on_renewal_and_counts_a_take_over() -> None:
     first = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
     later = first + datetime.timedelta(seconds=3)
-    made = leases.held(namespace=NAMESPACE, name=LEASE, identity="a", seconds=4, now=first)
+    made = leases.held(
+        namespace=NAMESPACE, name=LEASE, identity="a", seconds=4, now=first, election=LEASE
+    )
     made["metadata"]["resourceVersion"] = "7"
     renewed = leases.held(
-        namespace=NAMESPACE, name=LEASE, identity="a", seconds=4, now=later, before=made
+        namespace=NAMESPACE,
+        name=LEASE,
+        identity="a",
+        seconds=4,
+        now=later,
+        election=LEASE,
+        before=made,
     )
     assert renewed["spec"]["acquireTime"] == "2026-01-01T00:00:00.000000Z"
     assert renewed["spec"]["renewTime"] == "2026-01-01T00:00:03.000000Z"
     assert renewed["metadata"]["resourceVersion"] == "7"
     assert renewed["spec"]["leaseTransitions"] == 0
     taken = leases.held(
-        namespace=NAMESPACE, name=LEASE, identity="b", seconds=4, now=later, before=made
+        namespace=NAMESPACE,
+        name=LEASE,
+        identity="b",
+        seconds=4,
+        now=later,
+        election=LEASE,
+        before=made,
     )
     assert taken["spec"]["leaseTransitions"] == 1
     assert taken["spec"]["acquireTime"] == "2026-01-01T00:00:03.000000Z"
+    assert taken["metadata"]["labels"] == {ELECTION_LABEL: LEASE}
 
 
 @pytest.mark.parametrize("outcome", ["returns", "raises"])
@@ -262,3 +306,95 @@ def test_every_request_of_pitcrews_clients_has_a_deadline(tmp_path: Path) -> Non
     timeout = api.rest_client.pool_manager.connection_pool_kw["timeout"]
     assert timeout.connect_timeout == 10.0
     assert timeout.read_timeout == 60.0
+
+
+def settle(electors: list[Elector], clock: Clock, turns: int) -> None:
+    for _ in range(turns):
+        clock.now += TIMING.retry
+        for elector in electors:
+            elector.turn()
+
+
+POOLS = ("pool-a", "pool-b")
+SHARDS = [LEASE, pool_lease(LEASE, "pool-a"), pool_lease(LEASE, "pool-b")]
+
+
+def test_two_replicas_split_the_shards_though_one_took_them_all_first(
+    apiserver: Apiserver,
+) -> None:
+    clock = Clock()
+    events: list[str] = []
+    a = candidate("a", clock, events, POOLS)
+    a.turn()
+    assert all(a.leads(name) for name in SHARDS)  # alone: all three
+    b = candidate("b", clock, events, POOLS)
+    settle([a, b], clock, turns=4)
+    led = {name: [e.identity for e in (a, b) if e.leads(name)] for name in SHARDS}
+    assert all(len(holders) == 1 for holders in led.values()), led
+    assert a.leads(LEASE)  # the cluster shard stays where it is
+    assert a.leads(SHARDS[1]) != b.leads(SHARDS[1])  # a pool each
+    assert a.leads(SHARDS[2]) != b.leads(SHARDS[2])
+    assert b.leads(SHARDS[1]) or b.leads(SHARDS[2])
+    assert f"a lost {pool_lease(LEASE, 'pool-b')}" in events
+    assert f"b won {pool_lease(LEASE, 'pool-b')}" in events
+
+
+def test_a_dead_replicas_shards_are_taken_over_within_the_lease_and_a_retry(
+    apiserver: Apiserver,
+) -> None:
+    clock = Clock()
+    a, b = candidate("a", clock, pools=POOLS), candidate("b", clock, pools=POOLS)
+    a.turn()
+    settle([a, b], clock, turns=4)
+    theirs = [name for name in SHARDS if a.leads(name)]
+    mine = [name for name in SHARDS if b.leads(name)]
+    died = clock.now  # a's last renewal
+    while not all(b.leads(name) for name in theirs):
+        clock.now += TIMING.retry
+        b.turn()
+        assert all(b.leads(name) for name in mine)  # b's own pool never stopped
+    assert clock.now - died <= TIMING.lease + TIMING.retry
+    assert not any(a.leads(name) for name in SHARDS)
+
+
+def test_the_lease_of_a_pool_gone_is_given_back(apiserver: Apiserver) -> None:
+    clock = Clock()
+    events: list[str] = []
+    a = candidate("a", clock, events, POOLS)
+    a.turn()
+    a.campaign(["pool-a"])
+    a.turn()
+    gone = pool_lease(LEASE, "pool-b")
+    assert not a.leads(gone)
+    assert apiserver.holder(gone) == ""
+    assert events[-1] == f"a lost {gone}"
+
+
+def test_the_member_lease_of_a_replica_long_gone_is_deleted(apiserver: Apiserver) -> None:
+    clock = Clock()
+    a, b = candidate("a", clock), candidate("b", clock)
+    a.turn()
+    b.turn()
+    assert member_lease(LEASE, "b") in apiserver.leases
+    settle([a], clock, turns=int(STALE_MEMBER * TIMING.lease / TIMING.retry) + 6)
+    assert member_lease(LEASE, "b") not in apiserver.leases
+    assert member_lease(LEASE, "a") in apiserver.leases
+
+
+def test_no_shard_ever_has_two_replicas_acting(apiserver: Apiserver) -> None:
+    """Three replicas, three pools, turns at odd instants, one replica cut off from
+    the apiserver now and then: no shard is led by two at once, and every shard is
+    led again after each cut."""
+    clock = Clock()
+    electors = [candidate(name, clock, pools=("p1", "p2", "p3")) for name in "abc"]
+    shards = [LEASE, *(pool_lease(LEASE, p) for p in ("p1", "p2", "p3"))]
+    for tick in range(600):
+        clock.now = 100.0 + tick * 0.29
+        cut = electors[(tick // 60) % 3] if (tick // 30) % 2 else None
+        for elector in electors[tick % 3 :] + electors[: tick % 3]:
+            apiserver.away = elector is cut
+            elector.turn()
+            apiserver.away = False
+            for name in shards:
+                assert sum(e.leads(name) for e in electors) <= 1, (tick, name)
+    assert all(any(e.leads(name) for e in electors) for name in shards)

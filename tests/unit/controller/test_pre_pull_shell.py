@@ -60,7 +60,7 @@ def spare_shell(**spares: Any) -> tuple[Shell, PrePuller]:
         store=shell.store,
         cluster=shell.cluster,
         events=shell.events,
-        leading=lambda: True,
+        leading=lambda _: True,
         clock=lambda: shell.now,
     )
     return shell, puller
@@ -154,6 +154,6 @@ def test_a_policy_that_does_not_pre_pull_and_a_follower_do_nothing() -> None:
     puller.act(puller.snapshot())
     assert shell.cluster.writes("create_pod") == []
     shell, puller = spare_shell()
-    puller.leading = lambda: False
+    puller.leading = lambda _: False
     puller.act(puller.snapshot())
     assert shell.cluster.writes("create_pod") == []

@@ -2,7 +2,20 @@
 
 from __future__ import annotations
 
-from pitcrew.core.lease import Record, Seen, Step, Tenure, Timing, free, seen, step
+from pitcrew.core.lease import (
+    ABSENT,
+    Record,
+    Seen,
+    Step,
+    Tenure,
+    Timing,
+    fair_share,
+    free,
+    pool_lease,
+    seen,
+    step,
+    surplus,
+)
 
 HELD = Record(holder="a", duration=4.0, transitions=0, version="1")
 
@@ -34,10 +47,39 @@ def test_a_lease_given_back_is_free_at_once() -> None:
 
 def test_the_take_over_rule() -> None:
     lease = seen(None, HELD, 100.0)
-    assert step(None, identity="b", now=100.0) is Step.CREATE
-    assert step(lease, identity="a", now=100.0) is Step.RENEW  # its own, even after a restart
-    assert step(lease, identity="b", now=101.0) is Step.WAIT
-    assert step(lease, identity="b", now=104.0) is Step.TAKE
+    rule = {"under_share": True, "patience": 4.0}
+    assert step(seen(None, ABSENT, 100.0), identity="b", now=100.0, **rule) is Step.CREATE
+    assert step(lease, identity="a", now=100.0, **rule) is Step.RENEW  # its own, restarted too
+    assert step(lease, identity="b", now=101.0, **rule) is Step.WAIT
+    assert step(lease, identity="b", now=104.0, **rule) is Step.TAKE
+
+
+def test_a_replica_at_its_share_leaves_a_free_shard_to_the_others_for_a_while() -> None:
+    lease = seen(None, HELD, 100.0)  # free from 104
+    rule = {"under_share": False, "patience": 4.0}
+    assert step(lease, identity="b", now=104.0, **rule) is Step.WAIT
+    assert step(lease, identity="b", now=108.0, **rule) is Step.TAKE  # no one took it
+    assert step(seen(None, ABSENT, 100.0), identity="b", now=100.0, **rule) is Step.WAIT
+
+
+def test_the_fair_share_leaves_every_shard_a_place() -> None:
+    assert fair_share(3, 2) == 2
+    assert fair_share(2, 2) == 1
+    assert fair_share(5, 1) == 5
+    assert fair_share(1, 3) == 1
+    assert fair_share(4, 0) == 4  # no member seen yet, itself included
+
+
+def test_a_replica_over_its_share_gives_back_one_pool_a_turn() -> None:
+    held = ["pitcrew-operator-pool-a", "pitcrew-operator-pool-b", "pitcrew-operator-pool-c"]
+    assert surplus(held, fair=2, others_under=True) == held[2]
+    assert surplus(held, fair=2, others_under=False) is None  # no one would take it
+    assert surplus(held[:2], fair=2, others_under=True) is None
+
+
+def test_a_pool_lease_name_stays_a_valid_name() -> None:
+    assert pool_lease("pitcrew-operator", "a") == "pitcrew-operator-pool-a"
+    assert len(pool_lease("pitcrew-operator", "x" * 253)) == 253
 
 
 def test_the_tenure_runs_from_when_the_last_good_renewal_was_sent() -> None:
