@@ -398,3 +398,28 @@ def test_no_shard_ever_has_two_replicas_acting(apiserver: Apiserver) -> None:
             for name in shards:
                 assert sum(e.leads(name) for e in electors) <= 1, (tick, name)
     assert all(any(e.leads(name) for e in electors) for name in shards)
+
+
+def test_a_replica_counts_as_a_member_only_once_it_knows_the_pools(
+    apiserver: Apiserver,
+) -> None:
+    """A replica still listing the cluster would be given a pool it cannot take yet:
+    it says it is there only from its first campaign on."""
+    clock = Clock()
+    a = candidate("a", clock, pools=POOLS)
+    a.turn()
+    starting = Elector(
+        client.ApiClient(),
+        namespace=NAMESPACE,
+        cluster=LEASE,
+        identity="b",
+        timing=TIMING,
+        clock=clock,
+        wall=lambda: datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC),
+    )
+    settle([a, starting], clock, turns=4)
+    assert member_lease(LEASE, "b") not in apiserver.leases
+    assert all(a.leads(name) for name in SHARDS[1:])  # nothing given back meanwhile
+    starting.campaign(POOLS)
+    settle([a, starting], clock, turns=4)
+    assert sum(starting.leads(name) for name in SHARDS[1:]) == 1
