@@ -77,9 +77,12 @@ def test_the_survivor_takes_the_dead_replicas_pool_over_and_its_own_never_stops(
     node = pool_a.nodes[0]
     pool_a.inject(node, FATAL_XID)
     eventually(lambda: TAKEN_OUT & set(pool_a.history(node)), what="pool A's fault acted on")
-    said = pool_a.events(pool_a.group, kind="GPUHealthPolicy")
-    assert any(
-        e.reason == "ShardTakenOver" and e.message.startswith(survivor) and dead in e.message
-        for e in said
-    ), [(e.reason, e.message) for e in said]
+
+    def said() -> bool:  # Events are posted in batches, a moment after the action
+        return any(
+            e.reason == "ShardTakenOver" and e.message.startswith(survivor) and dead in e.message
+            for e in pool_a.events(pool_a.group, kind="GPUHealthPolicy")
+        )
+
+    eventually(said, timeout=30, what="the take-over's Event on policy A")
     pitcrew.start_operator(dead)
