@@ -46,7 +46,7 @@ write is bounded by :data:`WRITE_TIMEOUT`, and a failed one is logged and tried 
 only after a backoff (:data:`RETRY_FIRST`, doubling to :data:`RETRY_MAX`), with the
 latest step and checkpoint, so an apiserver or slurmctld that is down costs the loop
 one bounded write every few minutes, not a blocking PATCH or a forked ``scontrol`` on
-every step. It needs ``get``/``patch`` on pods in its own namespace and finds its pod
+every step. It needs only ``patch`` on pods in its own namespace and finds its pod
 from ``POD_NAME``/``POD_NAMESPACE`` (the downward API) or the hostname.
 """
 
