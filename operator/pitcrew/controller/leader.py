@@ -320,7 +320,9 @@ class Elector:
         self._held[name] = answer
         tenure.renewed(sent)
         if fresh:
-            logger.info("%s holds the Lease %s/%s", self.identity, self.namespace, name)
+            # The cluster Lease's line is the one an SRE greps for: "... is the leader".
+            held = "is the leader, holding" if name == self.cluster else "holds"
+            logger.info("%s %s the Lease %s/%s", self.identity, held, self.namespace, name)
             if name != self.member:
                 self.won(name, previous)
 

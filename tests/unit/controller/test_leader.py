@@ -138,6 +138,17 @@ def test_the_first_candidate_creates_the_lease_and_the_second_waits(apiserver: A
     assert not b.leads(LEASE)
 
 
+def test_the_cluster_leases_holder_says_it_is_the_leader_and_a_pools_holder_says_which(
+    apiserver: Apiserver, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("INFO", logger=leader.__name__)
+    candidate("a", Clock(), pools=("train",)).turn()
+    said = [r.getMessage() for r in caplog.records]
+    assert f"a is the leader, holding the Lease {NAMESPACE}/{LEASE}" in said
+    assert f"a holds the Lease {NAMESPACE}/{pool_lease(LEASE, 'train')}" in said
+    assert sum("is the leader" in line for line in said) == 1
+
+
 def test_a_turn_is_one_read_of_the_election_and_one_write_per_lease_held(
     apiserver: Apiserver,
 ) -> None:
